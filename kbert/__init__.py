@@ -1,0 +1,24 @@
+"""kbert: a Keras 3 layer kit for the BERT family, on TensorFlow, JAX and PyTorch.
+
+>>> import kbert
+>>> backbone = kbert.models.bert_tiny()
+>>> sorted(backbone.output.keys())
+['pooled_output', 'sequence_output']
+"""
+
+import os
+
+# TensorFlow's C++ start-up messages are noise for a kbert user; keep them out
+# of the console unless the user has asked for them.
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+
+from kbert.backend_utils import quiet_import  # noqa: E402
+
+# Under the TensorFlow backend, `import keras` imports TensorFlow.
+quiet_import("keras")
+
+from kbert import layers  # noqa: E402
+from kbert import models  # noqa: E402
+
+__version__ = "0.1.0"
+__all__ = ["layers", "models", "__version__"]

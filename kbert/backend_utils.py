@@ -1,0 +1,98 @@
+"""The one place where kbert asks the backend framework something Keras cannot.
+
+Keras has no public way to tell a concrete (eager) tensor from a traced one, and
+kbert needs that to validate values (ids inside the vocabulary) only where they
+can be read without breaking compilation. Each backend gets one branch here.
+"""
+
+import contextlib
+import importlib
+import os
+
+import numpy as np
+
+# Keras is imported inside the functions: `kbert/__init__` must be able to
+# import this module before Keras (and with it TensorFlow) is loaded.
+
+
+@contextlib.contextmanager
+def _stderr_silenced():
+    """Send file descriptor 2 to /dev/null for the duration (C-level writes too)."""
+    saved = os.dup(2)
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(devnull, 2)
+        yield
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
+        os.close(devnull)
+
+
+def quiet_import(module_name):
+    """Import a module with its native start-up logging kept off the console.
+
+    TensorFlow writes start-up lines (oneDNN, CUDA probing) from C++ before its
+    log level applies; they are noise to a kbert user. Python errors still
+    propagate.
+
+    >>> quiet_import("json").__name__
+    'json'
+    """
+    with _stderr_silenced():
+        return importlib.import_module(module_name)
+
+
+def is_eager_tensor(x):
+    """True when `x` holds concrete values that can be read on the host.
+
+    False inside `tf.function`, `jax.jit`, `torch.compile`, and while Keras
+    builds a functional model symbolically.
+
+    >>> is_eager_tensor(np.ones((2,)))
+    True
+    """
+    import keras
+
+    if isinstance(x, np.ndarray):
+        return True
+    if keras.backend.is_keras_tensor(x):
+        return False
+    backend = keras.backend.backend()
+    if backend == "tensorflow":
+        tf = quiet_import("tensorflow")
+        return tf.executing_eagerly() and hasattr(x, "numpy")
+    if backend == "jax":
+        import jax
+
+        return not isinstance(x, jax.core.Tracer)
+    if backend == "torch":
+        import torch
+
+        if torch.compiler.is_compiling():
+            return False
+        return isinstance(x, torch.Tensor) and not x.is_meta
+    return False
+
+
+def check_ids_in_range(ids, size, what):
+    """Raise `ValueError` when an eager tensor of ids leaves `[0, size)`.
+
+    A no-op on traced tensors, where the values are unknown.
+
+    >>> check_ids_in_range(np.array([[0, 5]]), 6, "token id")
+    """
+    if not is_eager_tensor(ids):
+        return
+    import keras
+
+    values = keras.ops.convert_to_numpy(ids)
+    if values.size == 0:
+        return
+    low, high = values.min(), values.max()
+    if low < 0 or high >= size:
+        bad = high if high >= size else low
+        raise ValueError(
+            f"{what} {int(bad)} is outside the valid range [0, {size}). "
+            f"Received ids of shape {tuple(values.shape)}."
+        )

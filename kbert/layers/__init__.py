@@ -1,0 +1,24 @@
+"""Building blocks: embeddings, attention, the encoder block, heads."""
+
+from kbert.layers.activations import gelu_approximate, get_activation
+from kbert.layers.attention_mask import merge_attention_masks
+from kbert.layers.masked_lm_head import MaskedLMHead
+from kbert.layers.multi_head_attention import MultiHeadAttention
+from kbert.layers.pooler import Pooler
+from kbert.layers.position_embedding import PositionEmbedding
+from kbert.layers.reversible_embedding import ReversibleEmbedding
+from kbert.layers.text_embedding import TextEmbedding
+from kbert.layers.transformer_encoder import TransformerEncoder
+
+__all__ = [
+    "MaskedLMHead",
+    "MultiHeadAttention",
+    "Pooler",
+    "PositionEmbedding",
+    "ReversibleEmbedding",
+    "TextEmbedding",
+    "TransformerEncoder",
+    "gelu_approximate",
+    "get_activation",
+    "merge_attention_masks",
+]

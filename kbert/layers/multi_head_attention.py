@@ -1,0 +1,175 @@
+import keras
+from keras import ops
+
+from kbert.layers.attention_mask import merge_attention_masks
+from kbert.layers.initializers import clone_initializer
+
+
+@keras.saving.register_keras_serializable(package="kbert")
+class MultiHeadAttention(keras.layers.Layer):
+    """Multi-head attention: query/key/value projections, a scoring kernel, an output projection.
+
+    The scoring kernel is the method `attend`; sparse attention layers
+    (BigBird, Longformer) subclass this layer and replace it, keeping the
+    projections, masks and weight layout, so any of them plugs into
+    `TransformerEncoder`. The default dense kernel calls
+    `keras.ops.dot_product_attention`, which takes the backend's fused kernel
+    (PyTorch `scaled_dot_product_attention`, JAX/XLA's fused attention). When
+    attention-probability dropout is active (training with `dropout > 0`), the
+    kernel computes scores explicitly, with softmax in float32, so dropout can
+    be applied to the probabilities as in BERT.
+
+    Args:
+        num_heads: number of heads.
+        key_dim: width of each query/key head.
+        value_dim: width of each value head; defaults to `key_dim`.
+        output_dim: width of the output; defaults to the query's width.
+        dropout: dropout rate on attention probabilities.
+        use_bias: whether the projections have biases (T5: no).
+        scale: factor on the scores; `None` is `1/sqrt(key_dim)` (T5: 1.0).
+        kernel_initializer: initializer of the projection kernels.
+        bias_initializer: initializer of the projection biases.
+
+    Call arguments:
+        query: `(batch, query_length, width)`.
+        value: `(batch, key_length, width)`; defaults to `query` (self-attention).
+        key: defaults to `value`.
+        padding_mask: 0/1 `(batch, key_length)`, 1 for real keys.
+        attention_mask: 0/1 `(batch, query_length, key_length)`.
+        training: whether dropout is active.
+
+    Example:
+    >>> attention = MultiHeadAttention(num_heads=2, key_dim=4)
+    >>> x = keras.ops.ones((1, 3, 8))
+    >>> tuple(attention(x, padding_mask=keras.ops.ones((1, 3))).shape)
+    (1, 3, 8)
+    """
+
+    def __init__(
+        self,
+        num_heads,
+        key_dim,
+        value_dim=None,
+        output_dim=None,
+        dropout=0.0,
+        use_bias=True,
+        scale=None,
+        kernel_initializer="glorot_uniform",
+        bias_initializer="zeros",
+        **kwargs,
+    ):
+        super().__init__(**kwargs)
+        self.num_heads = int(num_heads)
+        self.key_dim = int(key_dim)
+        self.value_dim = int(value_dim or key_dim)
+        self.output_dim = output_dim
+        self.dropout = float(dropout)
+        self.use_bias = bool(use_bias)
+        self.scale = scale
+        self.kernel_initializer = keras.initializers.get(kernel_initializer)
+        self.bias_initializer = keras.initializers.get(bias_initializer)
+        self.dropout_layer = keras.layers.Dropout(self.dropout, dtype=self.dtype_policy)
+
+    def _dense(self, units, name):
+        return keras.layers.Dense(
+            units,
+            use_bias=self.use_bias,
+            kernel_initializer=clone_initializer(self.kernel_initializer),
+            bias_initializer=self.bias_initializer,
+            dtype=self.dtype_policy,
+            name=name,
+        )
+
+    def build(self, query_shape, value_shape=None, key_shape=None):
+        if len(query_shape) != 3:
+            raise ValueError(
+                f"{type(self).__name__} expects query of shape (batch, sequence, "
+                f"width); received shape {tuple(query_shape)}."
+            )
+        value_shape = tuple(value_shape or query_shape)
+        key_shape = tuple(key_shape or value_shape)
+        output_dim = self.output_dim or query_shape[-1]
+        self.query_dense = self._dense(self.num_heads * self.key_dim, "query")
+        self.query_dense.build(query_shape)
+        self.key_dense = self._dense(self.num_heads * self.key_dim, "key")
+        self.key_dense.build(key_shape)
+        self.value_dense = self._dense(self.num_heads * self.value_dim, "value")
+        self.value_dense.build(value_shape)
+        self.output_dense = self._dense(output_dim, "output")
+        self.output_dense.build(tuple(query_shape[:-1]) + (self.num_heads * self.value_dim,))
+        self.built = True
+
+    @property
+    def score_scale(self):
+        """The factor applied to `q·k`: `scale`, or `1/sqrt(key_dim)`."""
+        return self.key_dim**-0.5 if self.scale is None else float(self.scale)
+
+    def split_heads(self, x, head_dim):
+        """`(batch, length, heads*head_dim)` -> `(batch, length, heads, head_dim)`."""
+        shape = ops.shape(x)
+        return ops.reshape(x, (shape[0], shape[1], self.num_heads, head_dim))
+
+    def call(
+        self,
+        query,
+        value=None,
+        key=None,
+        padding_mask=None,
+        attention_mask=None,
+        training=None,
+    ):
+        value = query if value is None else value
+        key = value if key is None else key
+        q = self.split_heads(self.query_dense(query), self.key_dim)
+        k = self.split_heads(self.key_dense(key), self.key_dim)
+        v = self.split_heads(self.value_dense(value), self.value_dim)
+        mask = merge_attention_masks(padding_mask, attention_mask)
+        context = self.attend(q, k, v, mask=mask, training=training)
+        shape = ops.shape(context)
+        context = ops.reshape(context, (shape[0], shape[1], self.num_heads * self.value_dim))
+        return self.output_dense(context)
+
+    def attend(self, query, key, value, mask=None, training=None):
+        """The scoring kernel: softmax attention of projected heads.
+
+        Args:
+            query: `(batch, query_length, heads, key_dim)`.
+            key: `(batch, key_length, heads, key_dim)`.
+            value: `(batch, key_length, heads, value_dim)`.
+            mask: bool, broadcastable to `(batch, heads, query_length, key_length)`.
+            training: whether attention dropout is active.
+
+        Returns:
+            `(batch, query_length, heads, value_dim)`.
+        """
+        if not (training and self.dropout > 0):
+            return ops.dot_product_attention(
+                query, key, value, mask=mask, scale=self.score_scale
+            )
+        scores = ops.einsum("bqnh,bknh->bnqk", query, key)
+        scores = ops.cast(scores, "float32") * self.score_scale
+        if mask is not None:
+            scores = ops.where(mask, scores, -1e9)
+        probabilities = ops.cast(ops.softmax(scores, axis=-1), self.compute_dtype)
+        probabilities = self.dropout_layer(probabilities, training=training)
+        return ops.einsum("bnqk,bknh->bqnh", probabilities, value)
+
+    def compute_output_shape(self, query_shape, *args, **kwargs):
+        return tuple(query_shape[:-1]) + (self.output_dim or query_shape[-1],)
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(
+            {
+                "num_heads": self.num_heads,
+                "key_dim": self.key_dim,
+                "value_dim": self.value_dim,
+                "output_dim": self.output_dim,
+                "dropout": self.dropout,
+                "use_bias": self.use_bias,
+                "scale": self.scale,
+                "kernel_initializer": keras.initializers.serialize(self.kernel_initializer),
+                "bias_initializer": keras.initializers.serialize(self.bias_initializer),
+            }
+        )
+        return config

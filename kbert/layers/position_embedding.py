@@ -1,0 +1,73 @@
+import keras
+from keras import ops
+
+from kbert.backend_utils import check_ids_in_range
+
+
+@keras.saving.register_keras_serializable(package="kbert")
+class PositionEmbedding(keras.layers.Layer):
+    """A learned absolute position embedding table (BERT, RoBERTa, ALBERT, ...).
+
+    Returns the rows for positions `0 .. n-1` of an input of length `n`
+    (broadcast over the batch), or the rows named by explicit `positions`.
+
+    Args:
+        max_positions: number of rows in the table; the longest sequence it serves.
+        initializer: initializer of the table (BERT: truncated normal, std 0.02).
+
+    Call arguments:
+        inputs: a tensor `(batch, sequence, width)` whose length and width are used.
+        positions: optional int tensor `(batch, sequence)` of rows to look up.
+
+    Example:
+    >>> layer = PositionEmbedding(max_positions=16)
+    >>> tuple(layer(keras.ops.zeros((2, 10, 8))).shape)
+    (2, 10, 8)
+    """
+
+    def __init__(self, max_positions, initializer="glorot_uniform", **kwargs):
+        super().__init__(**kwargs)
+        self.max_positions = int(max_positions)
+        self.initializer = keras.initializers.get(initializer)
+
+    def build(self, input_shape):
+        if len(input_shape) != 3:
+            raise ValueError(
+                "PositionEmbedding expects inputs of shape (batch, sequence, "
+                f"width); received shape {tuple(input_shape)}."
+            )
+        self.embeddings = self.add_weight(
+            name="embeddings",
+            shape=(self.max_positions, input_shape[-1]),
+            initializer=self.initializer,
+        )
+        self.built = True
+
+    def call(self, inputs, positions=None):
+        length = inputs.shape[1]
+        if positions is not None:
+            check_ids_in_range(positions, self.max_positions, "Position id")
+            table = ops.cast(self.embeddings, self.compute_dtype)
+            return ops.take(table, positions, axis=0)
+        if length is not None and length > self.max_positions:
+            raise ValueError(
+                f"Sequence length {length} exceeds the {self.max_positions} "
+                "positions of the position embedding table."
+            )
+        shape = ops.shape(inputs)
+        table = ops.convert_to_tensor(self.embeddings)
+        rows = ops.slice(table, (0, 0), (shape[1], shape[2]))
+        return ops.broadcast_to(ops.cast(rows, self.compute_dtype)[None], shape)
+
+    def compute_output_shape(self, input_shape):
+        return tuple(input_shape)
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(
+            {
+                "max_positions": self.max_positions,
+                "initializer": keras.initializers.serialize(self.initializer),
+            }
+        )
+        return config

@@ -1,0 +1,50 @@
+import keras
+from keras import ops
+
+from kbert.backend_utils import check_ids_in_range
+
+
+@keras.saving.register_keras_serializable(package="kbert")
+class ReversibleEmbedding(keras.layers.Embedding):
+    """A token embedding table that can also map hidden states to vocabulary logits.
+
+    Called on integer ids it looks rows up like `keras.layers.Embedding`; called
+    with `reverse=True` on hidden states of width `output_dim` it multiplies by
+    the transposed table, giving logits over the vocabulary. This is how BERT's
+    masked-LM decoder is tied to its input embeddings.
+
+    In eager mode, ids outside `[0, input_dim)` raise a `ValueError` instead of
+    reading garbage (JAX) or failing deep inside the backend.
+
+    Args:
+        input_dim: vocabulary size.
+        output_dim: embedding width.
+        **kwargs: any other `keras.layers.Embedding` argument.
+
+    Call arguments:
+        inputs: integer ids `(...)`, or hidden states `(..., output_dim)` with
+            `reverse=True`.
+        reverse: project hidden states back to logits `(..., input_dim)`.
+
+    Example:
+    >>> table = ReversibleEmbedding(100, 8)
+    >>> hidden = table(keras.ops.ones((2, 5), "int32"))
+    >>> tuple(table(hidden, reverse=True).shape)
+    (2, 5, 100)
+    """
+
+    def call(self, inputs, reverse=False):
+        if reverse:
+            kernel = ops.cast(ops.transpose(self.embeddings), self.compute_dtype)
+            return ops.matmul(ops.cast(inputs, self.compute_dtype), kernel)
+        check_ids_in_range(inputs, self.input_dim, "Token id")
+        return super().call(inputs)
+
+    def compute_output_shape(self, input_shape, reverse=False):
+        if reverse:
+            return tuple(input_shape[:-1]) + (self.input_dim,)
+        return super().compute_output_shape(input_shape)
+
+    def compute_output_spec(self, inputs, reverse=False):
+        shape = self.compute_output_shape(inputs.shape, reverse=reverse)
+        return keras.KerasTensor(shape, dtype=self.compute_dtype)

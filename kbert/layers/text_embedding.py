@@ -1,0 +1,172 @@
+import keras
+from keras import ops
+
+from kbert.backend_utils import check_ids_in_range
+from kbert.layers.position_embedding import PositionEmbedding
+from kbert.layers.reversible_embedding import ReversibleEmbedding
+
+
+@keras.saving.register_keras_serializable(package="kbert")
+class TextEmbedding(keras.layers.Layer):
+    """Token + position + segment embeddings, then LayerNorm and dropout.
+
+    The input layer of BERT and its relatives. With `embedding_dim` smaller than
+    `hidden_dim` the sum is taken at width `embedding_dim` and a Dense layer
+    projects it to `hidden_dim` (ALBERT's factorized embedding, ELECTRA's
+    `embeddings_project`).
+
+    Positions are `0 .. n-1` by default. With `position_offset=k > 0` they follow
+    RoBERTa: real tokens are numbered `k, k+1, ...` in order and padding tokens
+    get row `k - 1` (the padding row), computed from `padding_mask`.
+
+    Args:
+        vocabulary_size: rows of the token table.
+        hidden_dim: width of the output.
+        max_positions: rows of the position table (512 for BERT, 514 for RoBERTa).
+        num_segments: rows of the segment table; 0 for none (DistilBERT).
+        embedding_dim: width of the tables; defaults to `hidden_dim`.
+        position_offset: first position of a real token (RoBERTa: 2).
+        dropout: dropout rate after LayerNorm.
+        layer_norm_epsilon: LayerNorm epsilon (BERT: 1e-12, RoBERTa: 1e-5).
+        initializer_range: std of the truncated-normal initializer.
+
+    Call arguments:
+        token_ids: int `(batch, sequence)`.
+        segment_ids: optional int `(batch, sequence)`; zeros when omitted.
+        padding_mask: optional 0/1 `(batch, sequence)`; needed for offsets.
+        training: whether dropout is active.
+
+    Example:
+    >>> layer = TextEmbedding(vocabulary_size=100, hidden_dim=16, max_positions=32)
+    >>> tuple(layer(keras.ops.ones((2, 8), "int32")).shape)
+    (2, 8, 16)
+    """
+
+    def __init__(
+        self,
+        vocabulary_size,
+        hidden_dim,
+        max_positions=512,
+        num_segments=2,
+        embedding_dim=None,
+        position_offset=0,
+        dropout=0.1,
+        layer_norm_epsilon=1e-12,
+        initializer_range=0.02,
+        **kwargs,
+    ):
+        super().__init__(**kwargs)
+        self.vocabulary_size = int(vocabulary_size)
+        self.hidden_dim = int(hidden_dim)
+        self.max_positions = int(max_positions)
+        self.num_segments = int(num_segments)
+        self.embedding_dim = int(embedding_dim or hidden_dim)
+        self.position_offset = int(position_offset)
+        self.dropout = float(dropout)
+        self.layer_norm_epsilon = float(layer_norm_epsilon)
+        self.initializer_range = float(initializer_range)
+
+        def initializer():
+            return keras.initializers.TruncatedNormal(stddev=self.initializer_range)
+
+        self.token_embedding = ReversibleEmbedding(
+            self.vocabulary_size,
+            self.embedding_dim,
+            embeddings_initializer=initializer(),
+            dtype=self.dtype_policy,
+            name="token_embedding",
+        )
+        self.position_embedding = PositionEmbedding(
+            self.max_positions,
+            initializer=initializer(),
+            dtype=self.dtype_policy,
+            name="position_embedding",
+        )
+        self.segment_embedding = None
+        if self.num_segments > 0:
+            self.segment_embedding = keras.layers.Embedding(
+                self.num_segments,
+                self.embedding_dim,
+                embeddings_initializer=initializer(),
+                dtype=self.dtype_policy,
+                name="segment_embedding",
+            )
+        self.layer_norm = keras.layers.LayerNormalization(
+            epsilon=self.layer_norm_epsilon, dtype=self.dtype_policy, name="layer_norm"
+        )
+        self.dropout_layer = keras.layers.Dropout(
+            self.dropout, dtype=self.dtype_policy, name="dropout"
+        )
+        self.projection = None
+        if self.embedding_dim != self.hidden_dim:
+            self.projection = keras.layers.Dense(
+                self.hidden_dim,
+                kernel_initializer=initializer(),
+                dtype=self.dtype_policy,
+                name="projection",
+            )
+
+    def build(self, token_ids_shape, segment_ids_shape=None, padding_mask_shape=None):
+        if len(token_ids_shape) != 2:
+            raise ValueError(
+                "TextEmbedding expects token_ids of shape (batch, sequence); "
+                f"received shape {tuple(token_ids_shape)}."
+            )
+        embedded_shape = tuple(token_ids_shape) + (self.embedding_dim,)
+        self.token_embedding.build(token_ids_shape)
+        self.position_embedding.build(embedded_shape)
+        if self.segment_embedding is not None:
+            self.segment_embedding.build(token_ids_shape)
+        self.layer_norm.build(embedded_shape)
+        if self.projection is not None:
+            self.projection.build(embedded_shape)
+        self.built = True
+
+    def call(self, token_ids, segment_ids=None, padding_mask=None, training=None):
+        length = token_ids.shape[1]
+        usable = self.max_positions - self.position_offset
+        if length is not None and length > usable:
+            raise ValueError(
+                f"Sequence length {length} exceeds the {usable} positions this "
+                f"embedding serves (position table of {self.max_positions} rows"
+                + (f", offset {self.position_offset})." if self.position_offset else ").")
+            )
+        x = self.token_embedding(token_ids)
+        if self.position_offset:
+            if padding_mask is None:
+                padding_mask = ops.ones_like(token_ids)
+            mask = ops.cast(padding_mask, "int32")
+            positions = ops.cumsum(mask, axis=1) * mask + (self.position_offset - 1)
+            x = x + self.position_embedding(x, positions=positions)
+        else:
+            x = x + self.position_embedding(x)
+        if self.segment_embedding is not None:
+            if segment_ids is None:
+                segment_ids = ops.zeros_like(token_ids)
+            check_ids_in_range(segment_ids, self.num_segments, "Segment id")
+            x = x + self.segment_embedding(segment_ids)
+        x = self.layer_norm(x)
+        x = self.dropout_layer(x, training=training)
+        if self.projection is not None:
+            x = self.projection(x)
+        return x
+
+    def compute_output_shape(self, token_ids_shape, *args, **kwargs):
+        return tuple(token_ids_shape) + (self.hidden_dim,)
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(
+            {
+                "vocabulary_size": self.vocabulary_size,
+                "hidden_dim": self.hidden_dim,
+                "max_positions": self.max_positions,
+                "num_segments": self.num_segments,
+                "embedding_dim": self.embedding_dim,
+                "position_offset": self.position_offset,
+                "dropout": self.dropout,
+                "layer_norm_epsilon": self.layer_norm_epsilon,
+                "initializer_range": self.initializer_range,
+            }
+        )
+        return config

@@ -1,0 +1,161 @@
+import keras
+
+from kbert.layers.activations import get_activation, serialize_activation
+from kbert.layers.initializers import clone_initializer
+from kbert.layers.multi_head_attention import MultiHeadAttention
+
+
+@keras.saving.register_keras_serializable(package="kbert")
+class TransformerEncoder(keras.layers.Layer):
+    """One transformer encoder block: self-attention and a feed-forward network.
+
+    Post-LN (BERT, the default): `x = LN(x + Drop(Attn(x)))`, then
+    `x = LN(x + Drop(W2·act(W1·x)))`. Pre-LN (`normalize_first=True`):
+    `x = x + Drop(Attn(LN(x)))`, then `x = x + Drop(FFN(LN(x)))`.
+
+    The attention layer is pluggable: pass any layer with the
+    `MultiHeadAttention` call signature (`BigBirdAttention`,
+    `LongformerAttention`, or your own) as `attention_layer`; by default a dense
+    `MultiHeadAttention` with `num_heads` heads is built.
+
+    Args:
+        num_heads: heads of the default attention layer.
+        intermediate_dim: width of the feed-forward hidden layer.
+        dropout: dropout after attention and after the feed-forward network.
+        attention_dropout: dropout on attention probabilities; defaults to `dropout`.
+        activation: feed-forward activation; `"gelu"` is the exact erf form.
+        layer_norm_epsilon: LayerNorm epsilon (BERT: 1e-12).
+        normalize_first: pre-LN instead of post-LN.
+        kernel_initializer: initializer of every kernel (BERT: truncated normal 0.02).
+        attention_layer: optional attention layer to use instead of the default.
+
+    Call arguments:
+        inputs: `(batch, sequence, hidden)`.
+        padding_mask: 0/1 `(batch, sequence)`.
+        attention_mask: 0/1 `(batch, sequence, sequence)`.
+        training: whether dropout is active.
+
+    Example:
+    >>> block = TransformerEncoder(num_heads=2, intermediate_dim=32)
+    >>> tuple(block(keras.ops.ones((2, 6, 16))).shape)
+    (2, 6, 16)
+    """
+
+    def __init__(
+        self,
+        num_heads,
+        intermediate_dim,
+        dropout=0.1,
+        attention_dropout=None,
+        activation="gelu",
+        layer_norm_epsilon=1e-12,
+        normalize_first=False,
+        kernel_initializer="glorot_uniform",
+        attention_layer=None,
+        **kwargs,
+    ):
+        super().__init__(**kwargs)
+        self.num_heads = int(num_heads)
+        self.intermediate_dim = int(intermediate_dim)
+        self.dropout = float(dropout)
+        self.attention_dropout = float(dropout if attention_dropout is None else attention_dropout)
+        self.activation = activation
+        self.layer_norm_epsilon = float(layer_norm_epsilon)
+        self.normalize_first = bool(normalize_first)
+        self.kernel_initializer = keras.initializers.get(kernel_initializer)
+        if isinstance(attention_layer, dict):
+            attention_layer = keras.saving.deserialize_keras_object(attention_layer)
+        self.attention_layer = attention_layer
+
+    def _initializer(self):
+        return clone_initializer(self.kernel_initializer)
+
+    def _layer_norm(self, name):
+        return keras.layers.LayerNormalization(
+            epsilon=self.layer_norm_epsilon, dtype=self.dtype_policy, name=name
+        )
+
+    def build(self, inputs_shape):
+        if len(inputs_shape) != 3:
+            raise ValueError(
+                "TransformerEncoder expects inputs of shape (batch, sequence, "
+                f"hidden); received shape {tuple(inputs_shape)}."
+            )
+        hidden_dim = inputs_shape[-1]
+        if self.attention_layer is None:
+            if hidden_dim % self.num_heads:
+                raise ValueError(
+                    f"hidden size {hidden_dim} is not divisible by num_heads={self.num_heads}."
+                )
+            self.attention_layer = MultiHeadAttention(
+                num_heads=self.num_heads,
+                key_dim=hidden_dim // self.num_heads,
+                dropout=self.attention_dropout,
+                kernel_initializer=self._initializer(),
+                dtype=self.dtype_policy,
+                name="attention",
+            )
+        self.attention_layer.build(inputs_shape)
+        self.attention_layer_norm = self._layer_norm("attention_layer_norm")
+        self.attention_layer_norm.build(inputs_shape)
+        self.attention_output_dropout = keras.layers.Dropout(self.dropout, dtype=self.dtype_policy)
+        self.intermediate_dense = keras.layers.Dense(
+            self.intermediate_dim,
+            activation=get_activation(self.activation),
+            kernel_initializer=self._initializer(),
+            dtype=self.dtype_policy,
+            name="intermediate",
+        )
+        self.intermediate_dense.build(inputs_shape)
+        self.output_dense = keras.layers.Dense(
+            hidden_dim,
+            kernel_initializer=self._initializer(),
+            dtype=self.dtype_policy,
+            name="output",
+        )
+        self.output_dense.build(tuple(inputs_shape[:-1]) + (self.intermediate_dim,))
+        self.output_layer_norm = self._layer_norm("output_layer_norm")
+        self.output_layer_norm.build(inputs_shape)
+        self.output_dropout = keras.layers.Dropout(self.dropout, dtype=self.dtype_policy)
+        self.built = True
+
+    def call(self, inputs, padding_mask=None, attention_mask=None, training=None):
+        x = inputs
+        residual = x
+        if self.normalize_first:
+            x = self.attention_layer_norm(x)
+        x = self.attention_layer(
+            x, padding_mask=padding_mask, attention_mask=attention_mask, training=training
+        )
+        x = residual + self.attention_output_dropout(x, training=training)
+        if not self.normalize_first:
+            x = self.attention_layer_norm(x)
+
+        residual = x
+        if self.normalize_first:
+            x = self.output_layer_norm(x)
+        x = self.output_dense(self.intermediate_dense(x))
+        x = residual + self.output_dropout(x, training=training)
+        if not self.normalize_first:
+            x = self.output_layer_norm(x)
+        return x
+
+    def compute_output_shape(self, inputs_shape, *args, **kwargs):
+        return tuple(inputs_shape)
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(
+            {
+                "num_heads": self.num_heads,
+                "intermediate_dim": self.intermediate_dim,
+                "dropout": self.dropout,
+                "attention_dropout": self.attention_dropout,
+                "activation": serialize_activation(self.activation),
+                "layer_norm_epsilon": self.layer_norm_epsilon,
+                "normalize_first": self.normalize_first,
+                "kernel_initializer": keras.initializers.serialize(self.kernel_initializer),
+                "attention_layer": keras.saving.serialize_keras_object(self.attention_layer),
+            }
+        )
+        return config

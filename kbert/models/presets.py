@@ -1,0 +1,189 @@
+"""The named model sizes and the builder functions users call.
+
+Every builder returns a randomly initialised `Encoder` and takes keyword
+overrides of any `Encoder` argument: `bert_base(num_layers=6, dropout=0.0)`.
+`build("bert_base", ...)` reads the same table. Parameter counts include the
+pooler where the published model has one and are tested.
+"""
+
+import difflib
+
+from kbert.models.encoder import Encoder
+
+_BERT = dict(vocabulary_size=30522, max_positions=512, num_segments=2)
+_ROBERTA = dict(
+    vocabulary_size=50265,
+    max_positions=514,
+    num_segments=1,
+    position_offset=2,
+    layer_norm_epsilon=1e-5,
+)
+# ALBERT v2: factorized embedding E=128, one shared block, tanh GELU, no dropout.
+_ALBERT = dict(
+    vocabulary_size=30000,
+    max_positions=512,
+    num_segments=2,
+    embedding_dim=128,
+    share_layers=True,
+    activation="gelu_approximate",
+    dropout=0.0,
+)
+_ELECTRA = dict(vocabulary_size=30522, max_positions=512, num_segments=2, use_pooler=False)
+
+
+def _size(layers, hidden, heads, intermediate=None):
+    return dict(
+        num_layers=layers,
+        hidden_dim=hidden,
+        num_heads=heads,
+        intermediate_dim=intermediate or 4 * hidden,
+    )
+
+
+PRESETS = {
+    # Turc et al. 2019, "Well-Read Students Learn Better" compact BERTs.
+    "bert_tiny": {**_BERT, **_size(2, 128, 2)},
+    "bert_mini": {**_BERT, **_size(4, 256, 4)},
+    "bert_small": {**_BERT, **_size(4, 512, 8)},
+    "bert_medium": {**_BERT, **_size(8, 512, 8)},
+    "bert_base": {**_BERT, **_size(12, 768, 12)},
+    "bert_large": {**_BERT, **_size(24, 1024, 16)},
+    "roberta_base": {**_ROBERTA, **_size(12, 768, 12)},
+    "roberta_large": {**_ROBERTA, **_size(24, 1024, 16)},
+    "albert_base": {**_ALBERT, **_size(12, 768, 12)},
+    "albert_large": {**_ALBERT, **_size(24, 1024, 16)},
+    "albert_xlarge": {**_ALBERT, **_size(24, 2048, 16)},
+    "albert_xxlarge": {**_ALBERT, **_size(12, 4096, 64)},
+    "electra_small": {**_ELECTRA, **_size(12, 256, 4), "embedding_dim": 128},
+    "electra_base": {**_ELECTRA, **_size(12, 768, 12)},
+    "electra_large": {**_ELECTRA, **_size(24, 1024, 16)},
+    # The released ELECTRA generators (they share the discriminator's embeddings).
+    "electra_small_generator": {**_ELECTRA, **_size(12, 256, 4), "embedding_dim": 128},
+    "electra_base_generator": {**_ELECTRA, **_size(12, 256, 4), "embedding_dim": 768},
+    "electra_large_generator": {**_ELECTRA, **_size(24, 256, 4), "embedding_dim": 1024},
+    "distilbert_base": {
+        **_BERT,
+        **_size(6, 768, 12),
+        "num_segments": 0,
+        "use_pooler": False,
+    },
+}
+
+
+def build(name, **overrides):
+    """Build the named preset, with keyword overrides of `Encoder` arguments.
+
+    >>> build("bert_tiny", num_layers=1).num_layers
+    1
+    """
+    if name not in PRESETS:
+        close = difflib.get_close_matches(str(name), PRESETS, n=3)
+        hint = f" Did you mean {', '.join(close)}?" if close else ""
+        raise ValueError(
+            f"Unknown model '{name}'.{hint} Known models: {', '.join(sorted(PRESETS))}."
+        )
+    unknown = set(overrides) - set(Encoder.__init__.__code__.co_varnames) - {"name"}
+    if unknown:
+        raise TypeError(f"Unknown argument(s) for {name}: {', '.join(sorted(unknown))}.")
+    config = {**PRESETS[name], **overrides}
+    config.setdefault("name", name)
+    return Encoder(**config)
+
+
+def bert_tiny(**overrides):
+    """BERT-Tiny (L2 H128 A2): 4,385,920 parameters."""
+    return build("bert_tiny", **overrides)
+
+
+def bert_mini(**overrides):
+    """BERT-Mini (L4 H256 A4): 11,170,560 parameters."""
+    return build("bert_mini", **overrides)
+
+
+def bert_small(**overrides):
+    """BERT-Small (L4 H512 A8): 28,763,648 parameters."""
+    return build("bert_small", **overrides)
+
+
+def bert_medium(**overrides):
+    """BERT-Medium (L8 H512 A8): 41,373,184 parameters."""
+    return build("bert_medium", **overrides)
+
+
+def bert_base(**overrides):
+    """BERT-Base (L12 H768 A12): 109,482,240 parameters.
+
+    >>> bert_base().count_params()
+    109482240
+    """
+    return build("bert_base", **overrides)
+
+
+def bert_large(**overrides):
+    """BERT-Large (L24 H1024 A16): 335,141,888 parameters."""
+    return build("bert_large", **overrides)
+
+
+def roberta_base(**overrides):
+    """RoBERTa-Base (L12 H768, V 50265, 514 positions): 124,645,632 parameters."""
+    return build("roberta_base", **overrides)
+
+
+def roberta_large(**overrides):
+    """RoBERTa-Large (L24 H1024): 355,359,744 parameters."""
+    return build("roberta_large", **overrides)
+
+
+def albert_base(**overrides):
+    """ALBERT-Base v2 (L12 H768 E128, shared layers): 11,683,584 parameters."""
+    return build("albert_base", **overrides)
+
+
+def albert_large(**overrides):
+    """ALBERT-Large v2 (L24 H1024 E128, shared layers): 17,683,968 parameters."""
+    return build("albert_large", **overrides)
+
+
+def albert_xlarge(**overrides):
+    """ALBERT-XLarge v2 (L24 H2048 A16 E128, shared layers): 58,724,864 parameters."""
+    return build("albert_xlarge", **overrides)
+
+
+def albert_xxlarge(**overrides):
+    """ALBERT-XXLarge v2 (L12 H4096 A64 I16384 E128, shared): 222,595,584 parameters."""
+    return build("albert_xxlarge", **overrides)
+
+
+def electra_small(**overrides):
+    """ELECTRA-Small discriminator (L12 H256 A4 E128): 13,483,008 parameters."""
+    return build("electra_small", **overrides)
+
+
+def electra_base(**overrides):
+    """ELECTRA-Base discriminator (L12 H768): 108,891,648 parameters."""
+    return build("electra_base", **overrides)
+
+
+def electra_large(**overrides):
+    """ELECTRA-Large discriminator (L24 H1024): 334,092,288 parameters."""
+    return build("electra_large", **overrides)
+
+
+def electra_small_generator(**overrides):
+    """ELECTRA-Small generator as released (L12 H256 A4 E128): 13,483,008 parameters."""
+    return build("electra_small_generator", **overrides)
+
+
+def electra_base_generator(**overrides):
+    """ELECTRA-Base generator (L12 H256 A4 E768): 33,511,168 parameters."""
+    return build("electra_base_generator", **overrides)
+
+
+def electra_large_generator(**overrides):
+    """ELECTRA-Large generator (L24 H256 A4 E1024): 50,999,552 parameters."""
+    return build("electra_large_generator", **overrides)
+
+
+def distilbert_base(**overrides):
+    """DistilBERT-Base (L6 H768, no segments, no pooler): 66,362,880 parameters."""
+    return build("distilbert_base", **overrides)
