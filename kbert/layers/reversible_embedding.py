@@ -33,8 +33,16 @@ class ReversibleEmbedding(keras.layers.Embedding):
     (2, 5, 100)
     """
 
+    def _check_reverse_width(self, shape):
+        if shape[-1] is not None and shape[-1] != self.output_dim:
+            raise ValueError(
+                f"reverse=True expects hidden states of width {self.output_dim} "
+                f"(the table's output_dim); received shape {tuple(shape)}."
+            )
+
     def call(self, inputs, reverse=False):
         if reverse:
+            self._check_reverse_width(inputs.shape)
             kernel = ops.cast(ops.transpose(self.embeddings), self.compute_dtype)
             return ops.matmul(ops.cast(inputs, self.compute_dtype), kernel)
         check_ids_in_range(inputs, self.input_dim, "Token id")
@@ -42,6 +50,7 @@ class ReversibleEmbedding(keras.layers.Embedding):
 
     def compute_output_shape(self, input_shape, reverse=False):
         if reverse:
+            self._check_reverse_width(input_shape)
             return tuple(input_shape[:-1]) + (self.input_dim,)
         return super().compute_output_shape(input_shape)
 

@@ -123,6 +123,12 @@ class TextEmbedding(keras.layers.Layer):
         self.built = True
 
     def call(self, token_ids, segment_ids=None, padding_mask=None, training=None):
+        for name, value in (("segment_ids", segment_ids), ("padding_mask", padding_mask)):
+            if value is not None and len(value.shape) != 2:
+                raise ValueError(
+                    f"{name} must have shape (batch, sequence); "
+                    f"received shape {tuple(value.shape)}."
+                )
         length = token_ids.shape[1]
         usable = self.max_positions - self.position_offset
         if length is not None and length > usable:

@@ -1,0 +1,30 @@
+# The two commands of the README: `make run` (the main job) and `make test`
+# (the whole suite on TensorFlow, JAX and PyTorch). Both set everything up first.
+PYTHON ?= python3
+VENV ?= .venv
+BACKEND ?= jax
+PY := $(VENV)/bin/python
+
+.PHONY: setup run test benchmark
+
+setup: $(VENV)/.installed
+
+# torch first and exactly 2.13.0: that CPU wheel is on the machine, while any
+# other spec (or a package pulling torch in) makes pip fetch a multi-GB CUDA build.
+$(VENV)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q torch==2.13.0
+	$(PY) -m pip install -q -e ".[torch,tensorflow,jax,text,hf,dev]"
+	touch $@
+
+run: setup
+	KERAS_BACKEND=$(BACKEND) $(VENV)/bin/kbert tour
+
+test: setup
+	bash scripts/test.sh
+
+benchmark: setup
+	for backend in tensorflow jax torch; do \
+		KERAS_BACKEND=$$backend $(PY) benchmarks/encoder_throughput.py || exit 1; \
+	done

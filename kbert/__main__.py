@@ -1,0 +1,5 @@
+import sys
+
+from kbert.cli import main
+
+sys.exit(main())

@@ -1,0 +1,104 @@
+"""The `kbert` command (also `python -m kbert`).
+
+    kbert tour [--model bert_base] [--sentence TEXT] [--backend jax]
+
+`tour` builds a model, runs it on one sentence on the chosen backend and prints
+the shapes and the parameter count. `--backend` selects the Keras backend for
+the run (the process re-starts itself with `KERAS_BACKEND` set when needed).
+"""
+
+import argparse
+import os
+import re
+import sys
+import time
+
+BACKENDS = ("tensorflow", "jax", "torch")
+SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
+
+
+def _parser():
+    parser = argparse.ArgumentParser(prog="kbert", description=__doc__.splitlines()[0])
+    commands = parser.add_subparsers(dest="command", required=True)
+    tour = commands.add_parser("tour", help="build a model and run it on one sentence")
+    tour.add_argument("--model", default="bert_base", help="a builder name (default bert_base)")
+    tour.add_argument(
+        "--sentence",
+        default="The quick brown fox jumps over the lazy dog.",
+        help="the sentence to encode",
+    )
+    tour.add_argument("--backend", choices=BACKENDS, help="Keras backend for this run")
+    return parser
+
+
+def _use_backend(backend, argv):
+    """Re-run this command under `backend` if Keras was loaded with another one."""
+    import keras
+
+    if backend is None or keras.backend.backend() == backend:
+        return
+    env = dict(os.environ, KERAS_BACKEND=backend)
+    os.execve(sys.executable, [sys.executable, "-m", "kbert", *argv], env)
+
+
+def _sentence_to_ids(sentence, vocabulary_size):
+    """Split into words and punctuation and number them in order of appearance.
+
+    The tour's stand-in for a tokenizer: ids are unique per distinct word,
+    after the BERT special tokens, so the model sees a well-formed input.
+    """
+    words = re.findall(r"\w+|[^\w\s]", sentence.lower())
+    vocabulary = {token: i for i, token in enumerate(SPECIAL_TOKENS)}
+    for word in words:
+        vocabulary.setdefault(word, len(vocabulary))
+    if len(vocabulary) > vocabulary_size:
+        raise SystemExit(f"kbert: the sentence has more distinct words than the vocabulary ({vocabulary_size}).")
+    tokens = ["[CLS]", *words, "[SEP]"]
+    return tokens, [vocabulary[token] for token in tokens]
+
+
+def tour(args):
+    import keras
+    import numpy as np
+
+    import kbert
+
+    try:
+        model = kbert.models.build(args.model)
+    except ValueError as error:
+        raise SystemExit(f"kbert: {error}") from None
+    tokens, ids = _sentence_to_ids(args.sentence, model.vocabulary_size)
+    if len(ids) > model.max_positions - model.position_offset:
+        raise SystemExit(f"kbert: the sentence is longer than {args.model}'s positions.")
+    inputs = {
+        "token_ids": np.array([ids], dtype="int32"),
+        "padding_mask": np.ones((1, len(ids)), dtype="int32"),
+    }
+    if model.num_segments:
+        inputs["segment_ids"] = np.zeros((1, len(ids)), dtype="int32")
+    model(inputs)  # first call: trace and warm up
+    start = time.perf_counter()
+    outputs = model(inputs)
+    seconds = time.perf_counter() - start
+
+    print(f"backend            {keras.backend.backend()}")
+    print(f"model              {args.model} ({model.num_layers} layers, hidden {model.hidden_dim}, "
+          f"{model.num_heads} heads)")
+    print(f"parameters         {model.count_params():,}")
+    print(f"tokens             {' '.join(tokens)}")
+    for name, value in inputs.items():
+        print(f"input  {name:<18}{tuple(value.shape)}")
+    for name, value in outputs.items():
+        print(f"output {name:<18}{tuple(value.shape)}")
+    first = keras.ops.convert_to_numpy(outputs["sequence_output"])[0, 0, :4]
+    print(f"[CLS] vector[:4]   {np.array2string(first, precision=4)}")
+    print(f"forward time       {seconds * 1000:.1f} ms")
+
+
+def main(argv=None):
+    argv = list(sys.argv[1:] if argv is None else argv)
+    args = _parser().parse_args(argv)
+    _use_backend(args.backend, argv)
+    if args.command == "tour":
+        tour(args)
+    return 0

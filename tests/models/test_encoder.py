@@ -1,0 +1,168 @@
+"""The Encoder backbone: dict I/O, serialization, training, dtype policies, XLA, bad input."""
+
+import keras
+import numpy as np
+import pytest
+
+import kbert
+from helpers import assert_close, to_numpy, xla_call
+
+TINY = dict(
+    vocabulary_size=50,
+    num_layers=2,
+    num_heads=2,
+    hidden_dim=16,
+    intermediate_dim=32,
+    max_positions=16,
+)
+
+
+def make_inputs(batch=2, length=8, num_segments=2, seed=0):
+    rng = np.random.default_rng(seed)
+    lengths = np.array([length, length - 3])[:batch]
+    padding_mask = (np.arange(length)[None, :] < lengths[:, None]).astype("int32")
+    inputs = {
+        "token_ids": (rng.integers(1, TINY["vocabulary_size"], (batch, length)) * padding_mask).astype(
+            "int32"
+        ),
+        "padding_mask": padding_mask,
+    }
+    if num_segments:
+        second_half = np.arange(length)[None, :] >= length // 2
+        segment_ids = second_half.astype("int32").repeat(batch, 0) * padding_mask
+        inputs["segment_ids"] = np.minimum(segment_ids, num_segments - 1)
+    return inputs
+
+
+def test_dict_inputs_and_outputs():
+    model = kbert.models.Encoder(**TINY)
+    assert set(model.input) == {"token_ids", "segment_ids", "padding_mask"}
+    assert set(model.output) == {"sequence_output", "pooled_output"}
+    outputs = model(make_inputs())
+    assert tuple(outputs["sequence_output"].shape) == (2, 8, 16)
+    assert tuple(outputs["pooled_output"].shape) == (2, 16)
+
+
+def test_without_segments_or_pooler_the_pooled_output_is_the_first_token():
+    model = kbert.models.Encoder(**TINY, num_segments=0, use_pooler=False)
+    assert set(model.input) == {"token_ids", "padding_mask"}
+    outputs = to_numpy(model(make_inputs(num_segments=0)))
+    np.testing.assert_array_equal(outputs["pooled_output"], outputs["sequence_output"][:, 0])
+
+
+def test_padding_never_influences_real_positions():
+    model = kbert.models.Encoder(**TINY)
+    inputs = make_inputs()
+    changed = {key: value.copy() for key, value in inputs.items()}
+    changed["token_ids"][1, -3:] = [7, 8, 9]
+    first = to_numpy(model(inputs))["sequence_output"]
+    second = to_numpy(model(changed))["sequence_output"]
+    real = inputs["padding_mask"].astype(bool)
+    np.testing.assert_allclose(first[real], second[real], atol=1e-6)
+    assert not np.allclose(first[~real], second[~real])
+
+
+@pytest.mark.parametrize(
+    "variant",
+    [
+        {},
+        {"normalize_first": True},
+        {"embedding_dim": 8, "share_layers": True},
+        {"position_offset": 2, "num_segments": 1},
+    ],
+    ids=["bert", "pre_ln", "albert", "roberta"],
+)
+def test_config_round_trip_gives_the_same_outputs(variant):
+    model = kbert.models.Encoder(**TINY, **variant)
+    clone = kbert.models.Encoder.from_config(model.get_config())
+    assert clone.get_config() == model.get_config()
+    clone.set_weights(model.get_weights())
+    inputs = make_inputs(num_segments=model.num_segments)
+    assert_close(clone(inputs), model(inputs), atol=0)
+
+
+def test_keras_file_round_trip_gives_identical_outputs(tmp_path):
+    model = kbert.models.Encoder(**TINY, embedding_dim=8, share_layers=True)
+    path = tmp_path / "encoder.keras"
+    model.save(path)
+    restored = keras.saving.load_model(path)
+    assert isinstance(restored, kbert.models.Encoder)
+    inputs = make_inputs()
+    assert_close(restored(inputs), model(inputs), atol=0)
+
+
+def test_one_fit_step_changes_the_weights():
+    encoder = kbert.models.Encoder(**TINY)
+    inputs = {name: keras.Input(shape=(None,), dtype="int32", name=name) for name in encoder.input}
+    logits = keras.layers.Dense(2)(encoder(inputs)["pooled_output"])
+    classifier = keras.Model(inputs, logits)
+    classifier.compile(
+        optimizer=keras.optimizers.Adam(1e-2),
+        loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+    )
+    before = [np.array(w) for w in encoder.get_weights()]
+    history = classifier.fit(make_inputs(), np.array([0, 1]), epochs=1, batch_size=2, verbose=0)
+    assert np.isfinite(history.history["loss"][0])
+    after = encoder.get_weights()
+    assert all(not np.array_equal(b, a) for b, a in zip(before, after))
+
+
+@pytest.mark.parametrize("policy", ["mixed_bfloat16", "mixed_float16"])
+def test_mixed_precision(policy):
+    model = kbert.models.Encoder(**TINY, dtype=policy)
+    outputs = model(make_inputs())
+    compute_dtype = policy.split("_")[1]
+    for value in outputs.values():
+        assert keras.backend.standardize_dtype(value.dtype) == compute_dtype
+        assert np.isfinite(to_numpy(keras.ops.cast(value, "float32"))).all()
+    assert all(w.dtype == "float32" for w in model.weights)
+    reference = kbert.models.Encoder(**TINY)
+    reference.set_weights(model.get_weights())
+    expected = to_numpy(reference(make_inputs()))["sequence_output"]
+    actual = to_numpy(keras.ops.cast(outputs["sequence_output"], "float32"))
+    # Half precision keeps ~3 significant digits through two LayerNorm'd blocks.
+    np.testing.assert_allclose(actual, expected, atol=0.1)
+
+
+def test_xla_compiled_call_matches_eager():
+    model = kbert.models.Encoder(**TINY)
+    inputs = make_inputs()
+    assert_close(xla_call(model, inputs), model(inputs), atol=1e-5)
+
+
+def test_sequence_longer_than_the_position_table_is_rejected():
+    model = kbert.models.Encoder(**TINY)
+    with pytest.raises(ValueError, match="Sequence length 20 exceeds the 16 positions"):
+        model(make_inputs(length=20))
+
+
+def test_roberta_offset_reduces_the_usable_length():
+    model = kbert.models.Encoder(**TINY, position_offset=2, num_segments=1)
+    model(make_inputs(length=14, num_segments=1))
+    with pytest.raises(ValueError, match="Sequence length 15 exceeds the 14 positions.*offset 2"):
+        model(make_inputs(length=15, num_segments=1))
+
+
+def test_token_ids_outside_the_vocabulary_are_rejected_in_eager_mode():
+    model = kbert.models.Encoder(**TINY)
+    inputs = make_inputs()
+    inputs["token_ids"][0, 1] = TINY["vocabulary_size"]
+    with pytest.raises(ValueError, match="Token id 50 is outside the valid range \\[0, 50\\)"):
+        model(inputs)
+
+
+def test_wrong_rank_is_rejected():
+    model = kbert.models.Encoder(**TINY)
+    unbatched = {key: value[0] for key, value in make_inputs().items()}
+    with pytest.raises(ValueError, match="Expected shape \\(None, None\\).*incompatible shape"):
+        model(unbatched)
+
+
+def test_hidden_size_must_divide_into_heads():
+    with pytest.raises(ValueError, match="not divisible by num_heads=3"):
+        kbert.models.Encoder(**{**TINY, "num_heads": 3})
+
+
+def test_unknown_attention_is_rejected():
+    with pytest.raises(ValueError, match="Unknown attention 'sparse'"):
+        kbert.models.Encoder(**TINY, attention="sparse")
