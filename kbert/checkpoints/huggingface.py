@@ -27,7 +27,10 @@ Only absolute position embeddings and bidirectional encoders are supported
 tensors are ignored. The pooler is built when the checkpoint has one (masked-LM
 checkpoints usually do not); pass `use_pooler=...` to decide yourself. Old
 LayerNorm names (`gamma`/`beta`) are accepted. PyTorch is needed only for
-`pytorch_model.bin` files; safetensors files are read with NumPy.
+`pytorch_model.bin` files; safetensors files are read with NumPy. The model is
+built under the current Keras dtype policy (float32 by default), whatever dtype
+the checkpoint stores (float16 and bfloat16 tensors are widened); pass
+`dtype=...` to choose another.
 
 Hugging Face `Linear` weights are `[out, in]` and are transposed to Keras
 `[in, out]` kernels. Every kbert variable must be filled: a tensor that is
@@ -381,7 +384,10 @@ def _load_weights(model, family, tensors, config, directory):
     if missing:
         hint = ""
         if config.get("sinusoidal_pos_embds"):
-            hint = " (sinusoidal_pos_embds=True: the position table must be stored in the checkpoint)"
+            hint = (
+                " (sinusoidal_pos_embds=True: the position table must be stored "
+                "in the checkpoint)"
+            )
         raise ValueError(
             f"The checkpoint in {directory} lacks {len(missing)} tensor(s) the "
             f"model needs{hint}: {', '.join(missing[:5])}"
@@ -440,8 +446,10 @@ def from_huggingface(path, **overrides):
 
     tensors = _read_tensors(directory)
     prefix = family["prefix"]
-    tensors = {name[len(prefix):] if name.startswith(prefix) else name: array
-               for name, array in tensors.items()}
+    tensors = {
+        name[len(prefix) :] if name.startswith(prefix) else name: array
+        for name, array in tensors.items()
+    }
     if family["pooler"] is not None:
         arguments["use_pooler"] = family["pooler"] + ".weight" in tensors
     arguments.update(overrides)

@@ -142,7 +142,10 @@ class MultiHeadAttention(keras.layers.Layer):
         Returns:
             `(batch, query_length, heads, value_dim)`.
         """
-        if not (training and self.dropout > 0):
+        # JAX's fused kernel needs value heads as wide as key heads; other
+        # widths (value_dim != key_dim) take the explicit path below.
+        same_width = query.shape[-1] == value.shape[-1]
+        if same_width and not (training and self.dropout > 0):
             return ops.dot_product_attention(
                 query, key, value, mask=mask, scale=self.score_scale
             )

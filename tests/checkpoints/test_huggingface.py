@@ -44,7 +44,9 @@ FAMILIES = {
     "distilbert": (
         "DistilBertConfig",
         "DistilBertModel",
-        dict(vocab_size=99, dim=32, n_layers=2, n_heads=4, hidden_dim=37, max_position_embeddings=64),
+        dict(
+            vocab_size=99, dim=32, n_layers=2, n_heads=4, hidden_dim=37, max_position_embeddings=64
+        ),
         0,
     ),
 }
@@ -114,8 +116,10 @@ def test_outputs_match_transformers(family, tmp_path):
     assert isinstance(backbone, kbert.models.Encoder)
     assert backbone.use_pooler == (family in ("bert", "roberta", "albert"))
     sequence_diff, pooled_diff = _compare(hf_model, backbone, pad_id=FAMILIES[family][3])
-    print(f"{keras.backend.backend()} {family}: max abs diff sequence "
-          f"{sequence_diff:.2e}, pooled {pooled_diff}")
+    print(
+        f"{keras.backend.backend()} {family}: max abs diff sequence "
+        f"{sequence_diff:.2e}, pooled {pooled_diff}"
+    )
     assert sequence_diff <= TOLERANCE
     if backbone.use_pooler:
         assert pooled_diff <= TOLERANCE
@@ -145,6 +149,20 @@ def test_overrides_apply(tmp_path):
     assert backbone.dropout == 0.0 and backbone.pooler is None
 
 
+@pytest.mark.parametrize("dtype", ["bfloat16", "mixed_bfloat16"])
+def test_dtype_override(dtype, tmp_path):
+    hf_model = _tiny_model("bert")
+    hf_model.save_pretrained(tmp_path)
+    backbone = kbert.models.from_huggingface(tmp_path, dtype=dtype)
+    kernel = backbone.transformer_layers[0].attention_layer.query_dense.kernel
+    assert kernel.dtype == ("bfloat16" if dtype == "bfloat16" else "float32")
+    expected = hf_model.encoder.layer[0].attention.self.query.weight.detach().numpy().T
+    actual = keras.ops.convert_to_numpy(keras.ops.cast(kernel, "float32"))
+    np.testing.assert_allclose(actual, expected, rtol=1e-2, atol=1e-3)  # bfloat16 rounding
+    outputs = backbone(_inputs(0, with_segments=True))
+    assert keras.backend.standardize_dtype(outputs["sequence_output"].dtype) == "bfloat16"
+
+
 def test_pytorch_bin_checkpoint(tmp_path):
     hf_model = _tiny_model("bert")
     hf_model.config.save_pretrained(tmp_path)
@@ -168,6 +186,8 @@ def test_sharded_safetensors(tmp_path):
         ("bert", "BertForMaskedLM", False),
         ("bert", "BertForSequenceClassification", True),
         ("roberta", "RobertaForMaskedLM", False),
+        ("albert", "AlbertForMaskedLM", False),
+        ("albert", "AlbertForSequenceClassification", True),
         ("electra", "ElectraForPreTraining", False),
         ("distilbert", "DistilBertForSequenceClassification", False),
     ],
@@ -182,6 +202,31 @@ def test_task_checkpoint_loads_backbone(family, model_class, has_pooler, tmp_pat
     assert sequence_diff <= TOLERANCE
     if has_pooler:
         assert pooled_diff <= TOLERANCE
+
+
+@pytest.mark.parametrize("prefix", ["XLMRoberta", "Camembert"])
+def test_roberta_architecture_aliases(prefix, tmp_path):
+    config = getattr(transformers, prefix + "Config")(**FAMILIES["roberta"][2])
+    hf_model = _randomize(getattr(transformers, prefix + "Model")(config))
+    hf_model.save_pretrained(tmp_path)
+    backbone = kbert.models.from_huggingface(tmp_path)
+    sequence_diff, pooled_diff = _compare(hf_model, backbone, pad_id=config.pad_token_id)
+    assert sequence_diff <= TOLERANCE and pooled_diff <= TOLERANCE
+
+
+@pytest.mark.parametrize("file_format", ["safetensors", "pytorch"])
+def test_bfloat16_checkpoint(file_format, tmp_path):
+    hf_model = _tiny_model("bert").to(torch.bfloat16)
+    if file_format == "safetensors":
+        hf_model.save_pretrained(tmp_path)
+    else:
+        hf_model.config.save_pretrained(tmp_path)
+        torch.save(hf_model.state_dict(), tmp_path / "pytorch_model.bin")
+    backbone = kbert.models.from_huggingface(tmp_path)
+    assert str(backbone.dtype_policy.variable_dtype) == "float32"
+    # Compared with the same bfloat16 weights widened to float32.
+    sequence_diff, pooled_diff = _compare(hf_model.float(), backbone)
+    assert sequence_diff <= TOLERANCE and pooled_diff <= TOLERANCE
 
 
 def _rewrite_tensors(directory, edit):
@@ -212,7 +257,18 @@ def test_missing_tensor_is_named(tmp_path):
     _tiny_model("bert").save_pretrained(tmp_path)
     name = "encoder.layer.1.output.dense.weight"
     _rewrite_tensors(tmp_path, lambda t: {k: v for k, v in t.items() if k != name})
-    with pytest.raises(ValueError, match=r"encoder\.layer\.1\.output\.dense\.weight \(shape \(32, 37\)\)"):
+    expected = r"encoder\.layer\.1\.output\.dense\.weight \(shape \(32, 37\)\)"
+    with pytest.raises(ValueError, match=expected):
+        kbert.models.from_huggingface(tmp_path)
+
+
+def test_distilbert_sinusoidal_table_from_checkpoint(tmp_path):
+    hf_model = _tiny_model("distilbert", sinusoidal_pos_embds=True)
+    hf_model.save_pretrained(tmp_path)
+    assert _compare(hf_model, kbert.models.from_huggingface(tmp_path))[0] <= TOLERANCE
+    name = "embeddings.position_embeddings.weight"
+    _rewrite_tensors(tmp_path, lambda t: {k: v for k, v in t.items() if k != name})
+    with pytest.raises(ValueError, match=r"sinusoidal_pos_embds=True.*position_embeddings"):
         kbert.models.from_huggingface(tmp_path)
 
 

@@ -1,0 +1,157 @@
+"""bert_base throughput: kbert vs keras-hub (and transformers on torch), one backend per run.
+
+    KERAS_BACKEND=jax python benchmarks/encoder_throughput.py [--batch 8] [--length 128] [--repeats 3]
+
+Times the forward pass (`predict_on_batch`, compiled where the backend compiles)
+and one training step (`train_on_batch`: backbone + Dense(2) on the pooled
+output, Adam, cross-entropy) of the same-size random model, after a warm-up
+call that pays compilation. Reports the median of `--repeats` runs, the ratio
+of each peer's time to kbert's (> 1: kbert is faster), and the forward time
+against the machine's float32 matmul floor measured in the same run.
+"""
+
+import argparse
+import os
+import statistics
+import time
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+
+import numpy as np  # noqa: E402
+
+import kbert  # noqa: E402  (imports Keras quietly)
+import keras  # noqa: E402
+
+SIZE = dict(vocabulary_size=30522, num_layers=12, num_heads=12, hidden_dim=768, intermediate_dim=3072)
+
+
+def bert_base_forward_flops(batch, length):
+    """Multiply-adds x2 of the encoder's matmuls (embedding lookups are free)."""
+    h, i, n, layers = SIZE["hidden_dim"], SIZE["intermediate_dim"], batch * length, SIZE["num_layers"]
+    projections = 4 * h * h + 2 * h * i
+    attention = 2 * length * h
+    return 2 * n * layers * (projections + attention) + 2 * batch * h * h
+
+
+def matmul_rate(size=2048, repeats=5):
+    """float32 GFLOP/s of a square matmul with NumPy's BLAS on this machine."""
+    a = np.random.default_rng(0).standard_normal((size, size), dtype=np.float32)
+    a @ a
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        a @ a
+        times.append(time.perf_counter() - start)
+    return 2 * size**3 / min(times) / 1e9
+
+
+def median_time(fn, repeats):
+    fn()  # warm-up: tracing and compilation
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)
+
+
+def make_inputs(batch, length):
+    rng = np.random.default_rng(0)
+    return {
+        "token_ids": rng.integers(0, SIZE["vocabulary_size"], (batch, length)).astype("int32"),
+        "segment_ids": np.zeros((batch, length), "int32"),
+        "padding_mask": np.ones((batch, length), "int32"),
+    }, rng.integers(0, 2, (batch,))
+
+
+def keras_candidates():
+    import keras_hub
+
+    def kbert_model():
+        return kbert.models.bert_base()
+
+    def keras_hub_model():
+        return keras_hub.models.BertBackbone(max_sequence_length=512, num_segments=2, dropout=0.1, **SIZE)
+
+    return {"kbert": kbert_model, "keras-hub BertBackbone": keras_hub_model}
+
+
+def time_keras(build, inputs, labels, repeats):
+    backbone = build()
+    forward = median_time(lambda: backbone.predict_on_batch(inputs), repeats)
+    model_inputs = {name: keras.Input(shape=(None,), dtype="int32", name=name) for name in inputs}
+    logits = keras.layers.Dense(2)(backbone(model_inputs)["pooled_output"])
+    classifier = keras.Model(model_inputs, logits)
+    classifier.compile(
+        optimizer=keras.optimizers.Adam(1e-5),
+        loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+    )
+    step = median_time(lambda: classifier.train_on_batch(inputs, labels), repeats)
+    return forward, step
+
+
+def time_transformers(inputs, labels, repeats):
+    import torch
+    import transformers
+
+    config = transformers.BertConfig(attn_implementation="sdpa")
+    model = transformers.BertModel(config).eval()
+    ids = torch.as_tensor(inputs["token_ids"], dtype=torch.long)
+    types = torch.as_tensor(inputs["segment_ids"], dtype=torch.long)
+    mask = torch.as_tensor(inputs["padding_mask"], dtype=torch.long)
+
+    def forward():
+        with torch.no_grad():
+            model(input_ids=ids, token_type_ids=types, attention_mask=mask)
+
+    forward_time = median_time(forward, repeats)
+    model.train()
+    head = torch.nn.Linear(config.hidden_size, 2)
+    optimizer = torch.optim.Adam([*model.parameters(), *head.parameters()], lr=1e-5)
+    target = torch.as_tensor(labels)
+
+    def step():
+        optimizer.zero_grad()
+        pooled = model(input_ids=ids, token_type_ids=types, attention_mask=mask).pooler_output
+        loss = torch.nn.functional.cross_entropy(head(pooled), target)
+        loss.backward()
+        optimizer.step()
+
+    return forward_time, median_time(step, repeats)
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--batch", type=int, default=8)
+    parser.add_argument("--length", type=int, default=128)
+    parser.add_argument("--repeats", type=int, default=3)
+    args = parser.parse_args()
+    backend = keras.backend.backend()
+    inputs, labels = make_inputs(args.batch, args.length)
+
+    results = {}
+    for name, build in keras_candidates().items():
+        results[name] = time_keras(build, inputs, labels, args.repeats)
+        keras.backend.clear_session()
+    if backend == "torch":
+        results["transformers BertModel (sdpa)"] = time_transformers(inputs, labels, args.repeats)
+
+    gflop = bert_base_forward_flops(args.batch, args.length) / 1e9
+    rate = matmul_rate()
+    floor = gflop / rate
+    ours_forward, ours_step = results["kbert"]
+    print(f"\nbert_base, batch {args.batch} x {args.length} tokens, float32, backend {backend}")
+    print(f"forward ≈ {gflop:.0f} GFLOP; float32 matmul {rate:.0f} GFLOP/s ⇒ forward floor {floor:.2f} s\n")
+    print(f"| {'model':<30} | forward (s) | vs kbert | train step (s) | vs kbert |")
+    print(f"|{'-' * 32}|-------------|----------|---------------|----------|")
+    for name, (forward, step) in results.items():
+        print(
+            f"| {name:<30} | {forward:11.3f} | {forward / ours_forward:7.2f}x "
+            f"| {step:13.3f} | {step / ours_step:7.2f}x |"
+        )
+    print(f"\nkbert forward = {ours_forward / floor:.2f}x the matmul floor "
+          f"({gflop / ours_forward:.0f} GFLOP/s achieved)")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,21 @@
+"""The README's Python examples run as written (except the ones that need a checkpoint)."""
+
+import pathlib
+import re
+
+README = pathlib.Path(__file__).resolve().parents[1] / "README.md"
+
+
+def python_blocks():
+    return re.findall(r"```python\n(.*?)```", README.read_text(), flags=re.S)
+
+
+def test_readme_python_examples_run(capsys):
+    namespace = {}
+    runnable = [block for block in python_blocks() if "path/to/" not in block]
+    assert len(runnable) >= 2
+    for block in runnable:
+        exec(compile(block, str(README), "exec"), namespace)
+    printed = capsys.readouterr().out
+    assert "4,385,920" in printed
+    assert "(2, 2, 1000)" in printed.replace("torch.Size([2, 2, 1000])", "(2, 2, 1000)")
