@@ -1,13 +1,19 @@
 """Test set-up shared by every test: quiet TensorFlow, a fixed seed, float32."""
 
-import os
+import importlib.util
 
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+import kbert  # noqa: F401  (first: imports Keras with TensorFlow's start-up lines silenced)
+import keras
+import pytest
 
-import keras  # noqa: E402
-import pytest  # noqa: E402
+from kbert.backend_utils import quiet_import
 
-import kbert  # noqa: E402,F401  (imports Keras quietly first)
+# `keras.utils.set_random_seed` also seeds TensorFlow whenever it is installed,
+# importing it on every backend; import it here with its start-up lines kept
+# quiet. (tests/test_import.py checks, in a fresh process, that kbert itself
+# never imports TensorFlow under JAX or PyTorch.)
+if importlib.util.find_spec("tensorflow") is not None:
+    quiet_import("tensorflow")
 
 
 @pytest.fixture(autouse=True)

@@ -95,7 +95,9 @@ class TransformerEncoder(keras.layers.Layer):
                 dtype=self.dtype_policy,
                 name="attention",
             )
-        self.attention_layer.build(inputs_shape)
+        if not self.attention_layer.built:
+            # A layer passed in (or deserialized from a config) may be built already.
+            self.attention_layer.build(inputs_shape)
         self.attention_layer_norm = self._layer_norm("attention_layer_norm")
         self.attention_layer_norm.build(inputs_shape)
         self.attention_output_dropout = keras.layers.Dropout(self.dropout, dtype=self.dtype_policy)

@@ -13,7 +13,8 @@ torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 safetensors_numpy = pytest.importorskip("safetensors.numpy")
 
-# float32 on both sides; the differences are round-off only (measured ~1e-6).
+# float32 on both sides; the differences are round-off only (measured <= 3e-7
+# on TensorFlow, JAX and PyTorch), so 1e-4 leaves a wide margin.
 TOLERANCE = 1e-4
 
 _SIZES = dict(

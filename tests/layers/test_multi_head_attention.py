@@ -254,3 +254,20 @@ def test_attention_mask_of_wrong_rank_raises():
     x = np.zeros((BATCH, LENGTH, HIDDEN), "float32")
     with pytest.raises(ValueError, match=r"attention_mask must have shape \(batch, query, key\); received shape \(2, 8\)"):
         layer(x, attention_mask=np.ones((BATCH, LENGTH), "int32"))
+
+
+@pytest.mark.parametrize("path", ["fused", "explicit"])
+@pytest.mark.parametrize("policy", ["float32", "mixed_float16", "mixed_bfloat16"])
+def test_all_padding_sequence_stays_finite(path, policy):
+    # A batch-filler row with no real key must not produce NaN (a masked loss
+    # would multiply it by 0 and still be NaN); its real neighbour is unaffected.
+    keras.config.set_dtype_policy(policy)
+    rng = np.random.default_rng(9)
+    layer = explicit_path_layer() if path == "explicit" else MultiHeadAttention(HEADS, KEY_DIM)
+    x = random_floats(rng, (BATCH, LENGTH, HIDDEN))
+    mask = padding_mask([LENGTH, 0], LENGTH)
+    training = path == "explicit"
+    outputs = to_float32_numpy(layer(x, padding_mask=mask, training=training))
+    assert np.all(np.isfinite(outputs))
+    alone = to_float32_numpy(layer(x[:1], padding_mask=mask[:1], training=training))
+    np.testing.assert_allclose(outputs[:1], alone, atol=1e-6, rtol=0)
