@@ -15,9 +15,10 @@ class MultiHeadAttention(keras.layers.Layer):
     `TransformerEncoder`. The default dense kernel calls
     `keras.ops.dot_product_attention`, which takes the backend's fused kernel
     (PyTorch `scaled_dot_product_attention`, JAX/XLA's fused attention). When
-    attention-probability dropout is active (training with `dropout > 0`), the
-    kernel computes scores explicitly, with softmax in float32, so dropout can
-    be applied to the probabilities as in BERT.
+    attention-probability dropout is active (training with `dropout > 0`), or
+    value heads differ in width from key heads (which JAX's fused kernel does
+    not take), the kernel computes scores explicitly, with softmax in float32,
+    so dropout can be applied to the probabilities as in BERT.
 
     Args:
         num_heads: number of heads.

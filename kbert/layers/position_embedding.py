@@ -49,17 +49,21 @@ class PositionEmbedding(keras.layers.Layer):
             check_ids_in_range(positions, self.max_positions, "Position id")
             table = ops.cast(self.embeddings, self.compute_dtype)
             return ops.take(table, positions, axis=0)
-        if length is not None and length > self.max_positions:
-            raise ValueError(
-                f"Sequence length {length} exceeds the {self.max_positions} "
-                "positions of the position embedding table."
-            )
+        self._check_length(length)
         shape = ops.shape(inputs)
         table = ops.convert_to_tensor(self.embeddings)
         rows = ops.slice(table, (0, 0), (shape[1], shape[2]))
         return ops.broadcast_to(ops.cast(rows, self.compute_dtype)[None], shape)
 
+    def _check_length(self, length):
+        if length is not None and length > self.max_positions:
+            raise ValueError(
+                f"Sequence length {length} exceeds the {self.max_positions} "
+                "positions of the position embedding table."
+            )
+
     def compute_output_shape(self, input_shape):
+        self._check_length(input_shape[1])
         return tuple(input_shape)
 
     def get_config(self):

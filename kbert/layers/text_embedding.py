@@ -129,14 +129,7 @@ class TextEmbedding(keras.layers.Layer):
                     f"{name} must have shape (batch, sequence); "
                     f"received shape {tuple(value.shape)}."
                 )
-        length = token_ids.shape[1]
-        usable = self.max_positions - self.position_offset
-        if length is not None and length > usable:
-            raise ValueError(
-                f"Sequence length {length} exceeds the {usable} positions this "
-                f"embedding serves (position table of {self.max_positions} rows"
-                + (f", offset {self.position_offset})." if self.position_offset else ").")
-            )
+        self._check_length(token_ids.shape[1])
         x = self.token_embedding(token_ids)
         if self.position_offset:
             if padding_mask is None:
@@ -157,7 +150,17 @@ class TextEmbedding(keras.layers.Layer):
             x = self.projection(x)
         return x
 
+    def _check_length(self, length):
+        usable = self.max_positions - self.position_offset
+        if length is not None and length > usable:
+            raise ValueError(
+                f"Sequence length {length} exceeds the {usable} positions this "
+                f"embedding serves (position table of {self.max_positions} rows"
+                + (f", offset {self.position_offset})." if self.position_offset else ").")
+            )
+
     def compute_output_shape(self, token_ids_shape, *args, **kwargs):
+        self._check_length(token_ids_shape[1])
         return tuple(token_ids_shape) + (self.hidden_dim,)
 
     def get_config(self):

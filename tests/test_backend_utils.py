@@ -1,0 +1,132 @@
+import os
+import sys
+
+import keras
+import numpy as np
+import pytest
+from helpers import BACKEND, compile_with_xla, to_numpy
+
+from kbert.backend_utils import check_ids_in_range, is_eager_tensor, quiet_import
+
+
+class EagernessProbe(keras.layers.Layer):
+    """Records what `is_eager_tensor` says about the tensors `call` receives."""
+
+    def __init__(self, **kwargs):
+        super().__init__(**kwargs)
+        self.seen = []
+
+    def call(self, inputs):
+        self.seen.append(is_eager_tensor(inputs))
+        return inputs * 2.0
+
+
+def test_eager_values_are_eager():
+    assert is_eager_tensor(np.ones((2, 3)))
+    assert is_eager_tensor(keras.ops.ones((2, 3)))
+    assert is_eager_tensor(keras.ops.convert_to_tensor(np.arange(4)))
+
+
+def test_keras_tensor_is_not_eager():
+    assert not is_eager_tensor(keras.Input((3,)))
+
+
+def test_layer_call_eager_vs_symbolic():
+    probe = EagernessProbe()
+    probe(keras.ops.ones((2, 3)))
+    assert probe.seen == [True]
+    probe.seen.clear()
+    # A symbolic call traces `call` with the backend's placeholder tensors.
+    outputs = probe(keras.Input((3,)))
+    assert tuple(outputs.shape) == (None, 3)
+    assert probe.seen and not any(probe.seen)
+
+
+def test_not_eager_inside_xla():
+    seen = []
+
+    def fn(x):
+        seen.append(is_eager_tensor(x))
+        return x + 1
+
+    outputs = compile_with_xla(fn)(keras.ops.ones((2, 3)))
+    np.testing.assert_array_equal(to_numpy(outputs), np.full((2, 3), 2.0))
+    assert seen == [False]
+
+
+@pytest.mark.skipif(BACKEND != "torch", reason="torch.compile is the PyTorch backend's compiler.")
+def test_not_eager_inside_torch_compile():
+    import torch
+
+    seen = []
+
+    def fn(x):
+        seen.append(is_eager_tensor(x))
+        return x + 1
+
+    outputs = torch.compile(fn, backend="eager")(torch.ones(2, 3))
+    np.testing.assert_array_equal(outputs.numpy(), np.full((2, 3), 2.0))
+    assert seen and not any(seen)
+
+
+def test_check_ids_in_range_accepts_valid_ids():
+    assert check_ids_in_range(np.array([[0, 5], [3, 1]]), 6, "Token id") is None
+    ids = keras.ops.convert_to_tensor(np.array([[0, 5]], "int32"))
+    assert check_ids_in_range(ids, 6, "Token id") is None
+    assert check_ids_in_range(np.zeros((2, 0), "int32"), 6, "Token id") is None
+
+
+@pytest.mark.parametrize(
+    "ids, bad",
+    [([[0, 6]], 6), ([[0, 40], [2, 3]], 40), ([[-3, 2]], -3), ([[-1, 9]], 9)],
+)
+def test_check_ids_in_range_names_the_offending_id(ids, bad):
+    ids = keras.ops.convert_to_tensor(np.array(ids, "int32"))
+    message = rf"Segment id {bad} is outside the valid range \[0, 6\)\. Received ids of shape \({len(to_numpy(ids))}, 2\)"
+    with pytest.raises(ValueError, match=message):
+        check_ids_in_range(ids, 6, "Segment id")
+
+
+def test_check_ids_in_range_is_a_no_op_on_traced_tensors():
+    def fn(ids):
+        check_ids_in_range(ids, 6, "Token id")
+        return ids + 0
+
+    outputs = compile_with_xla(fn)(keras.ops.convert_to_tensor(np.array([[7, 1]], "int32")))
+    np.testing.assert_array_equal(to_numpy(outputs), [[7, 1]])
+
+
+def test_check_ids_in_range_is_a_no_op_on_keras_tensors():
+    assert check_ids_in_range(keras.Input((4,), dtype="int32"), 6, "Token id") is None
+
+
+def test_quiet_import_returns_the_module():
+    module = quiet_import("json")
+    import json
+
+    assert module is json
+
+
+def test_quiet_import_silences_native_stderr(tmp_path, capfd):
+    # A module that writes to file descriptor 2 directly, like a C++ logger.
+    (tmp_path / "kbert_noisy_module.py").write_text(
+        "import os\nos.write(2, b'native start-up noise\\n')\nVALUE = 42\n"
+    )
+    sys.path.insert(0, str(tmp_path))
+    try:
+        module = quiet_import("kbert_noisy_module")
+    finally:
+        sys.path.remove(str(tmp_path))
+        sys.modules.pop("kbert_noisy_module", None)
+    assert module.VALUE == 42
+    os.write(2, b"after\n")  # stderr works again afterwards
+    captured = capfd.readouterr()
+    assert "native start-up noise" not in captured.err
+    assert "after" in captured.err
+
+
+def test_quiet_import_propagates_errors_and_restores_stderr(capfd):
+    with pytest.raises(ModuleNotFoundError, match="kbert_no_such_module"):
+        quiet_import("kbert_no_such_module")
+    os.write(2, b"still here\n")
+    assert "still here" in capfd.readouterr().err
