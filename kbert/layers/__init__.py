@@ -7,6 +7,7 @@ from kbert.layers.multi_head_attention import MultiHeadAttention
 from kbert.layers.pooler import Pooler
 from kbert.layers.position_embedding import PositionEmbedding
 from kbert.layers.reversible_embedding import ReversibleEmbedding
+from kbert.layers.span_boundary_head import SpanBoundaryHead
 from kbert.layers.text_embedding import TextEmbedding
 from kbert.layers.transformer_encoder import TransformerEncoder
 
@@ -16,6 +17,7 @@ __all__ = [
     "Pooler",
     "PositionEmbedding",
     "ReversibleEmbedding",
+    "SpanBoundaryHead",
     "TextEmbedding",
     "TransformerEncoder",
     "gelu_approximate",

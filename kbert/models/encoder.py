@@ -169,6 +169,8 @@ class Encoder(keras.Model):
             dtype=dtype,
             **kwargs,
         )
+        # Functional models drop `dtype`; keep it so `dtype_policy` and the config carry it.
+        self.dtype_policy = dtype
 
         self.embeddings = embeddings
         self.transformer_layers = transformer_layers

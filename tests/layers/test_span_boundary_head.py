@@ -96,7 +96,7 @@ def test_standard(check, case_name, tmp_path):
 
 
 def np_span_boundary_head(layer, hidden, left, right, offsets):
-    """ALGORITHMS §2: [h_{s−1}; h_{e+1}; P_k] → Linear, GELU, LN → Linear, GELU, LN → decoder + bias."""
+    """ALGORITHMS §2: [h_{s−1}; h_{e+1}; P_k] → Linear, GELU, LN → Linear, GELU, LN → decoder."""
     hidden = hidden.astype(np.float64)
     x = np.concatenate(
         [
@@ -127,7 +127,8 @@ def test_matches_numpy_reference(case_name):
     rng = np.random.default_rng(5)
     layer.bias.assign(random_floats(rng, (VOCAB,)))
     layer.hidden_layer_norm.gamma.assign(1.0 + random_floats(rng, (HIDDEN,), 0.1))
-    layer.output_layer_norm.beta.assign(random_floats(rng, tuple(layer.output_layer_norm.beta.shape), 0.1))
+    beta = layer.output_layer_norm.beta
+    beta.assign(random_floats(rng, tuple(beta.shape), 0.1))
     outputs = to_numpy(case.call(layer, case.inputs))
     inputs = case.inputs
     expected = np_span_boundary_head(
