@@ -19,7 +19,7 @@ $(VENV)/.installed: pyproject.toml
 	touch $@
 
 run: setup
-	KERAS_BACKEND=$(BACKEND) $(VENV)/bin/kbert tour
+	KERAS_BACKEND=$(BACKEND) $(VENV)/bin/kbert pretrain $(ARGS)
 
 test: setup
 	bash scripts/test.sh
@@ -28,3 +28,4 @@ benchmark: setup
 	for backend in tensorflow jax torch; do \
 		KERAS_BACKEND=$$backend $(PY) benchmarks/encoder_throughput.py || exit 1; \
 	done
+	KERAS_BACKEND=$(BACKEND) $(PY) benchmarks/pretraining_pipeline.py

@@ -43,6 +43,29 @@ def quiet_import(module_name):
         return importlib.import_module(module_name)
 
 
+class _LazyModule:
+    """Stands in for a module; `quiet_import`s it at the first attribute access."""
+
+    def __init__(self, module_name):
+        self._module_name = module_name
+
+    def __getattr__(self, attribute):
+        return getattr(quiet_import(self._module_name), attribute)
+
+
+def lazy_import(module_name):
+    """A module-level handle on `module_name` that imports it (quietly) when first used.
+
+    Lets a module that TensorFlow code lives in be imported under JAX or
+    PyTorch without loading TensorFlow. Attribute access, unlike a call, is
+    not rewritten by AutoGraph, so functions traced by `tf.data` use it freely.
+
+    >>> lazy_import("json").dumps([1])
+    '[1]'
+    """
+    return _LazyModule(module_name)
+
+
 def is_eager_tensor(x):
     """True when `x` holds concrete values that can be read on the host.
 

@@ -1,10 +1,15 @@
 """The `kbert` command (also `python -m kbert`).
 
-    kbert tour [--model bert_base] [--sentence TEXT] [--backend jax]
+    kbert pretrain [--objective mlm_nsp] [--corpus PATH ...] [--steps 300] ...
+    kbert tour [--model bert_base] [--sentence TEXT]
 
-`tour` builds a model, runs it on one sentence on the chosen backend and prints
-the shapes and the parameter count. `--backend` selects the Keras backend for
-the run (the process re-starts itself with `KERAS_BACKEND` set when needed).
+`pretrain` is the main job (see `kbert.pretraining.pretraining_run`): with no
+arguments it learns a vocabulary from the interpreter's bundled documentation,
+pretrains a small BERT, evaluates it on held-out text, saves it and shows a
+fill-in-the-blank demo. `tour` builds a model and runs it on one sentence.
+`--backend` selects the Keras backend (the process re-starts itself with
+`KERAS_BACKEND` set when needed). Bad input ends with a one-line error and
+exit status 2.
 """
 
 import argparse
@@ -28,6 +33,23 @@ def _parser():
         help="the sentence to encode",
     )
     tour.add_argument("--backend", choices=BACKENDS, help="Keras backend for this run")
+
+    pretrain = commands.add_parser("pretrain", help="pretrain a model on a text corpus (the main job)")
+    pretrain.add_argument("--objective", default="mlm_nsp",
+                          help="mlm_nsp (BERT), mlm (RoBERTa), sop (ALBERT), span (SpanBERT), electra")
+    pretrain.add_argument("--corpus", nargs="+",
+                          help="text files or folders (blank line = new document); "
+                               "default: the interpreter's bundled documentation")
+    pretrain.add_argument("--model", default="bert_mini", help="a builder name (default bert_mini)")
+    pretrain.add_argument("--steps", type=int, default=300)
+    pretrain.add_argument("--batch-size", type=int, default=32)
+    pretrain.add_argument("--sequence-length", type=int, default=128)
+    pretrain.add_argument("--vocabulary-size", type=int, default=8000)
+    pretrain.add_argument("--learning-rate", type=float, default=5e-4)
+    pretrain.add_argument("--seed", type=int, default=0)
+    pretrain.add_argument("--output", default="runs/pretrain",
+                          help="folder for the model, vocabulary, metrics and the resume backup")
+    pretrain.add_argument("--backend", choices=BACKENDS, help="Keras backend for this run")
     return parser
 
 
@@ -101,4 +123,28 @@ def main(argv=None):
     _use_backend(args.backend, argv)
     if args.command == "tour":
         tour(args)
+    elif args.command == "pretrain":
+        pretrain(args)
     return 0
+
+
+def pretrain(args):
+    from kbert.pretraining.pretraining_run import run_pretraining
+
+    try:
+        run_pretraining(
+            corpus=args.corpus,
+            output=args.output,
+            model=args.model,
+            objective=args.objective,
+            steps=args.steps,
+            batch_size=args.batch_size,
+            sequence_length=args.sequence_length,
+            vocabulary_size=args.vocabulary_size,
+            learning_rate=args.learning_rate,
+            seed=args.seed,
+        )
+    except (ValueError, FileNotFoundError) as error:
+        message = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+        print(f"kbert: {message}", file=sys.stderr)
+        raise SystemExit(2) from None

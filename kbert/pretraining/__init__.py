@@ -1,0 +1,40 @@
+"""Pretraining: masking, example building, the objectives' models, optimisers, the main job.
+
+The example builders (`MaskedLMMasker`, `SpanMasker`, `pretraining_dataset`)
+run in `tf.data` on any backend and import TensorFlow only when called; the
+pretrainer models run on the Keras backend.
+
+>>> from kbert.models import bert_tiny
+>>> from kbert.pretraining import BertPretrainer, create_optimizer
+>>> model = BertPretrainer(bert_tiny(vocabulary_size=100), pair_objective="nsp")
+>>> model.compile(optimizer=create_optimizer("adamw", 1e-4, total_steps=10, warmup_steps=1))
+"""
+
+from kbert.pretraining.bert_pretrainer import BertPretrainer
+from kbert.pretraining.distillation_trainer import DistillationTrainer, init_student_from_teacher
+from kbert.pretraining.electra_pretrainer import ElectraPretrainer
+from kbert.pretraining.masked_lm_masker import MaskedLMMasker
+from kbert.pretraining.optimizers import create_optimizer
+from kbert.pretraining.pretraining_dataset import OBJECTIVES, pretraining_dataset, read_documents
+from kbert.pretraining.sentence_pairs import full_sentences, nsp_pairs, sop_pairs
+from kbert.pretraining.span_bert_pretrainer import SpanBertPretrainer
+from kbert.pretraining.span_masker import SpanMasker
+from kbert.pretraining.warmup_linear_decay import WarmupLinearDecay
+
+__all__ = [
+    "OBJECTIVES",
+    "BertPretrainer",
+    "DistillationTrainer",
+    "ElectraPretrainer",
+    "MaskedLMMasker",
+    "SpanBertPretrainer",
+    "SpanMasker",
+    "WarmupLinearDecay",
+    "create_optimizer",
+    "full_sentences",
+    "init_student_from_teacher",
+    "nsp_pairs",
+    "pretraining_dataset",
+    "read_documents",
+    "sop_pairs",
+]

@@ -1,0 +1,237 @@
+"""BERT pretraining: masked LM plus an optional sentence-pair objective (NSP or SOP).
+
+Besides `BertPretrainer`, this module holds the small pieces every kbert
+pretrainer shares: the weighted masked-LM loss, the tied masked-LM head built
+from a backbone's own settings, and input checks.
+"""
+
+import keras
+from keras import ops
+
+from kbert.layers.masked_lm_head import MaskedLMHead
+
+PAIR_OBJECTIVES = ("nsp", "sop", None)
+
+# Inputs every pretrainer needs; `segment_ids` may be left out (zeros).
+MASKED_LM_INPUTS = ("token_ids", "padding_mask", "mask_positions")
+
+# BERT's `Σw·CE / (Σw + 1e-5)`: the epsilon keeps an all-padding batch finite.
+WEIGHT_EPSILON = 1e-5
+
+
+def weighted_cross_entropy(labels, logits, weights):
+    """`Σ w·CE(labels, logits) / (Σ w + 1e-5)` in float32 (BERT's masked-LM loss).
+
+    Prediction slots with weight 0 (padding) count zero.
+
+    Example:
+    >>> loss = weighted_cross_entropy(
+    ...     keras.ops.array([[1, 0]]), keras.ops.zeros((1, 2, 4)), keras.ops.array([[1.0, 0.0]]))
+    >>> round(float(loss), 4)  # log(4) for the one real slot
+    1.3863
+    """
+    logits = ops.cast(logits, "float32")
+    losses = keras.losses.sparse_categorical_crossentropy(labels, logits, from_logits=True)
+    return weighted_mean(losses, weights)
+
+
+def weighted_mean(values, weights):
+    """`Σ w·values / (Σ w + 1e-5)` in float32.
+
+    >>> mean = weighted_mean(keras.ops.array([2.0, 4.0]), keras.ops.array([1.0, 0.0]))
+    >>> round(float(mean), 4)
+    2.0
+    """
+    weights = ops.cast(weights, "float32")
+    return ops.sum(ops.cast(values, "float32") * weights) / (ops.sum(weights) + WEIGHT_EPSILON)
+
+
+def require_keys(mapping, keys, what, owner):
+    """Raise a `ValueError` naming the missing entries when `mapping` lacks any of `keys`.
+
+    >>> require_keys({"a": 1}, ("a",), "inputs", "Model")
+    """
+    if not isinstance(mapping, dict):
+        raise ValueError(
+            f"{owner} expects {what} as a dict with keys {list(keys)}; "
+            f"received {type(mapping).__name__}."
+        )
+    missing = [key for key in keys if key not in mapping]
+    if missing:
+        raise ValueError(f"{owner} {what} lack {missing}; received keys {sorted(mapping)}.")
+
+
+def backbone_inputs(backbone, inputs):
+    """The entries of `inputs` that `backbone` takes; missing `segment_ids` become zeros.
+
+    >>> import kbert
+    >>> backbone = kbert.models.Encoder(vocabulary_size=10, num_layers=1, num_heads=1,
+    ...     hidden_dim=4, intermediate_dim=4, max_positions=8, num_segments=0)
+    >>> sorted(backbone_inputs(backbone, {"token_ids": 1, "padding_mask": 1, "mask_positions": 0}))
+    ['padding_mask', 'token_ids']
+    """
+    selected = {}
+    for name in backbone.input:
+        if name == "segment_ids" and name not in inputs:
+            selected[name] = ops.zeros_like(inputs["token_ids"])
+        else:
+            selected[name] = inputs[name]
+    return selected
+
+
+def masked_lm_head_for(backbone, name="mlm_head"):
+    """A `MaskedLMHead` tied to `backbone.token_embedding`, with the backbone's settings.
+
+    The transform width is the table's width (ALBERT and ELECTRA project H→E),
+    the activation, LayerNorm epsilon and initializer range are the backbone's.
+    The owner builds it for the backbone's hidden width.
+    """
+    return MaskedLMHead(
+        backbone.vocabulary_size,
+        token_embedding=backbone.token_embedding,
+        activation=backbone.activation,
+        layer_norm_epsilon=backbone.layer_norm_epsilon,
+        kernel_initializer=keras.initializers.TruncatedNormal(stddev=backbone.initializer_range),
+        dtype=backbone.dtype_policy,
+        name=name,
+    )
+
+
+@keras.saving.register_keras_serializable(package="kbert")
+class BertPretrainer(keras.Model):
+    """A backbone with BERT's pretraining heads: masked LM and NSP or SOP.
+
+    The masked-LM head (`Dense → GELU → LayerNorm → tied decoder + bias`) is
+    tied to `backbone.token_embedding`; its transform projects to the table's
+    width, so ALBERT's factorized embedding (E < H) works. For `"nsp"` and
+    `"sop"` a `Dense(2)` reads the pooled output. The two objectives share the
+    head and differ only in the data (NSP: label 1 = random next segment; SOP:
+    label 1 = swapped order), so `pair_objective` names the objective for the
+    config and the metrics, and `None` drops the pair head (RoBERTa; build
+    the backbone with `use_pooler=False` then, or the pooler gets no gradient).
+
+    Losses live in `compute_loss`: `L = L_MLM + L_pair` with
+    `L_MLM = Σ w·CE / (Σ w + 1e-5)` over the prediction slots (weight 0 for
+    padding slots) and `L_pair` the mean pair cross-entropy, both in float32.
+    Train with `compile(optimizer=...)` and `fit` on any backend; the metrics
+    `mlm_loss`, `mlm_accuracy` (weighted by `mask_weights`), and for a pair
+    objective `pair_loss`, `pair_accuracy`, are reported next to `loss`.
+
+    The head settings (activation, LayerNorm epsilon, initializer range) are
+    the backbone's. The config serializes the backbone; `from_config` rebuilds
+    the tied head on the deserialized backbone's table.
+
+    Args:
+        backbone: a `kbert.models.Encoder` (dict inputs, `sequence_output` and
+            `pooled_output`, a `token_embedding` table).
+        pair_objective: `"nsp"`, `"sop"` or `None`.
+
+    Call arguments:
+        inputs: dict with the backbone's inputs (`token_ids`, `segment_ids`,
+            `padding_mask`, all `(batch, sequence)`; `segment_ids` may be
+            left out for all zeros) and `mask_positions` int
+            `(batch, predictions)`.
+        training: whether dropout is active.
+
+    Returns:
+        dict with `mlm_logits` `(batch, predictions, vocabulary)` and, for a
+        pair objective, `pair_logits` `(batch, 2)`.
+
+    Targets (`y` in `fit`): dict with `mask_ids` int `(batch, predictions)`,
+    `mask_weights` float `(batch, predictions)` and, for a pair objective,
+    `pair_labels` int `(batch,)`.
+
+    Example:
+    >>> import kbert
+    >>> backbone = kbert.models.Encoder(vocabulary_size=60, num_layers=1, num_heads=2,
+    ...     hidden_dim=8, intermediate_dim=16, max_positions=16)
+    >>> model = BertPretrainer(backbone, pair_objective="nsp")
+    >>> x = {"token_ids": keras.ops.ones((2, 8), "int32"),
+    ...      "segment_ids": keras.ops.zeros((2, 8), "int32"),
+    ...      "padding_mask": keras.ops.ones((2, 8), "int32"),
+    ...      "mask_positions": keras.ops.ones((2, 3), "int32")}
+    >>> outputs = model(x)
+    >>> tuple(outputs["mlm_logits"].shape), tuple(outputs["pair_logits"].shape)
+    ((2, 3, 60), (2, 2))
+    >>> model.compile(optimizer="adam")  # then model.fit(dataset)
+
+    References:
+        - [Devlin et al., 2019](https://arxiv.org/abs/1810.04805) (BERT, NSP)
+        - [Lan et al., 2020](https://arxiv.org/abs/1909.11942) (ALBERT, SOP)
+    """
+
+    def __init__(self, backbone, pair_objective="nsp", **kwargs):
+        if pair_objective not in PAIR_OBJECTIVES:
+            raise ValueError(
+                f"Unknown pair_objective {pair_objective!r}; expected one of {PAIR_OBJECTIVES}."
+            )
+        super().__init__(dtype=backbone.dtype_policy, **kwargs)
+        self.backbone = backbone
+        self.pair_objective = pair_objective
+        self.mlm_head = masked_lm_head_for(backbone)
+        self.pair_head = None
+        if pair_objective is not None:
+            self.pair_head = keras.layers.Dense(
+                2,
+                kernel_initializer=keras.initializers.TruncatedNormal(
+                    stddev=backbone.initializer_range
+                ),
+                dtype=backbone.dtype_policy,
+                name="pair_head",
+            )
+        self.mlm_loss_tracker = keras.metrics.Mean(name="mlm_loss")
+        self.mlm_accuracy = keras.metrics.SparseCategoricalAccuracy(name="mlm_accuracy")
+        if pair_objective is not None:
+            self.pair_loss_tracker = keras.metrics.Mean(name="pair_loss")
+            self.pair_accuracy = keras.metrics.SparseCategoricalAccuracy(name="pair_accuracy")
+        self.build()
+
+    def build(self, input_shape=None):
+        """Build the heads for the backbone's width (done at construction)."""
+        self.mlm_head.build((None, None, self.backbone.hidden_dim))
+        if self.pair_head is not None:
+            self.pair_head.build((None, self.backbone.hidden_dim))
+
+    def call(self, inputs, training=None):
+        require_keys(inputs, MASKED_LM_INPUTS, "inputs", "BertPretrainer")
+        outputs = self.backbone(backbone_inputs(self.backbone, inputs), training=training)
+        y_pred = {"mlm_logits": self.mlm_head(outputs["sequence_output"], inputs["mask_positions"])}
+        if self.pair_head is not None:
+            y_pred["pair_logits"] = self.pair_head(outputs["pooled_output"])
+        return y_pred
+
+    def compute_loss(self, x=None, y=None, y_pred=None, sample_weight=None, training=True):
+        """`L_MLM + L_pair` in float32; `sample_weight` is unused (weights come from `y`)."""
+        keys = ["mask_ids", "mask_weights"]
+        if self.pair_head is not None:
+            keys.append("pair_labels")
+        require_keys(y, keys, "targets", "BertPretrainer")
+        mlm_logits = ops.cast(y_pred["mlm_logits"], "float32")
+        loss = weighted_cross_entropy(y["mask_ids"], mlm_logits, y["mask_weights"])
+        self.mlm_loss_tracker.update_state(loss)
+        self.mlm_accuracy.update_state(y["mask_ids"], mlm_logits, sample_weight=y["mask_weights"])
+        if self.pair_head is not None:
+            pair_logits = ops.cast(y_pred["pair_logits"], "float32")
+            pair_loss = ops.mean(
+                keras.losses.sparse_categorical_crossentropy(
+                    y["pair_labels"], pair_logits, from_logits=True
+                )
+            )
+            self.pair_loss_tracker.update_state(pair_loss)
+            self.pair_accuracy.update_state(y["pair_labels"], pair_logits)
+            loss = loss + pair_loss
+        return loss
+
+    def get_config(self):
+        return {
+            "name": self.name,
+            "trainable": self.trainable,
+            "backbone": keras.saving.serialize_keras_object(self.backbone),
+            "pair_objective": self.pair_objective,
+        }
+
+    @classmethod
+    def from_config(cls, config):
+        config = dict(config)
+        config["backbone"] = keras.saving.deserialize_keras_object(config["backbone"])
+        return cls(**config)

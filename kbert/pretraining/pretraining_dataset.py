@@ -1,0 +1,405 @@
+"""Raw text to batched, masked pretraining examples, as a `tf.data.Dataset`.
+
+The stages: `read_documents` streams documents from text files and folders
+(or document strings); a Python generator tokenizes them (many sentences per
+tokenizer call), builds pairs or single segments with `sentence_pairs`, packs
+them to the sequence length, and shuffles them through a bounded buffer; the
+`tf.data` part masks with `MaskedLMMasker` or `SpanMasker` and batches with
+static shapes. Only the document buffer of `nsp_pairs` and the shuffle buffer
+are held in memory, so a corpus larger than memory streams through.
+
+All randomness is drawn from `seed` alone (never from TensorFlow's global
+seed): Python `random.Random` generators for pair creation and shuffling, and
+stateless TensorFlow ops for masking, fed a per-example seed the generator
+emits. Instances are the same every pass; the shuffle order changes every
+pass. Dynamic masking seeds each example by `(pass, position)`, so masks are
+fresh every pass; static masking makes `dupe_factor` copies of each instance
+seeded by `(instance, copy)`, so the same masks come back every pass (they are
+recomputed, which costs the same time as dynamic masking and no memory). Passes
+are counted per dataset object: two datasets built with the same `seed` give
+the same stream.
+"""
+
+import itertools
+import os
+import random
+import re
+
+import numpy as np
+
+from kbert.backend_utils import lazy_import
+from kbert.pretraining.masked_lm_masker import MaskedLMMasker
+from kbert.pretraining.sentence_pairs import (
+    document_chunks,
+    full_sentences,
+    nsp_pairs,
+    pack,
+    sop_pairs,
+)
+from kbert.pretraining.span_masker import SpanMasker
+
+tf = lazy_import("tensorflow")
+
+OBJECTIVES = ("mlm_nsp", "mlm", "sop", "span", "electra")
+MASKING = ("dynamic", "static")
+MIN_SEQUENCE_LENGTH = 8
+# Lines longer than this are split at sentence ends (one sentence per line otherwise).
+LONG_LINE = 200
+# After . ! ? and white space, or after a CJK full stop, question or exclamation mark.
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+|(?<=[。！？])\s*")
+_SENTENCES_PER_TOKENIZER_CALL = 2048
+_BLOCK = 256  # instances per generator yield
+
+
+def split_sentences(line):
+    """Split a line after sentence-ending punctuation (`.`, `!`, `?` then white space; `。！？`).
+
+    >>> split_sentences("One. Two? Three!")
+    ['One.', 'Two?', 'Three!']
+    """
+    return [part for part in _SENTENCE_END.split(line.strip()) if part]
+
+
+def _sentences(lines):
+    sentences = []
+    for line in lines:
+        line = line.strip()
+        if line:
+            sentences.extend(split_sentences(line) if len(line) > LONG_LINE else [line])
+    return sentences
+
+
+def corpus_sources(inputs):
+    """The corpus as a list of `("file", path)` and `("text", document)` items.
+
+    `inputs` is a file or folder path (`str` or `os.PathLike`), or an iterable
+    of paths and document strings. In an iterable, `os.PathLike` items are
+    paths; its strings are paths when none of them contains white space, and
+    documents otherwise (so mix document strings with `pathlib.Path` paths).
+    Folders contribute their files, recursively, in sorted order, hidden ones
+    skipped. An iterator is read into memory once here; pass files for a
+    corpus larger than memory.
+
+    Raises:
+        ValueError: a path that does not exist, an item of another type.
+    """
+    items = [inputs] if isinstance(inputs, (str, os.PathLike)) else list(inputs)
+    strings_are_paths = not any(
+        isinstance(item, str) and any(c.isspace() for c in item) for item in items
+    )
+    sources = []
+    for item in items:
+        if isinstance(item, str) and not strings_are_paths:
+            sources.append(("text", item))
+            continue
+        if not isinstance(item, (str, os.PathLike)):
+            raise ValueError(
+                f"Corpus items must be paths or document strings, got {type(item).__name__}."
+            )
+        path = os.fspath(item)
+        if os.path.isfile(path):
+            sources.append(("file", path))
+        elif os.path.isdir(path):
+            for folder, folders, files in os.walk(path):
+                folders[:] = sorted(f for f in folders if not f.startswith("."))
+                sources.extend(
+                    ("file", os.path.join(folder, name))
+                    for name in sorted(files)
+                    if not name.startswith(".")
+                )
+        else:
+            raise ValueError(f"Corpus file or folder not found: {path!r}.")
+    return sources
+
+
+def read_documents(inputs):
+    """Stream documents (lists of sentence strings) from files, folders or strings.
+
+    In a file, a blank line ends a document, and so does the end of the file.
+    Each non-blank line is a sentence; lines over `LONG_LINE` characters are
+    split at sentence-ending punctuation. A document string is one document
+    whose lines are read the same way. Files are read lazily, line by line,
+    one document at a time (a file without blank lines is one document, held
+    in memory whole). See `corpus_sources` for what `inputs` may be.
+
+    >>> list(read_documents(["First line.\\nSecond line.", "Another document."]))
+    [['First line.', 'Second line.'], ['Another document.']]
+    """
+    return _documents(corpus_sources(inputs))
+
+
+def _documents(sources):
+    for kind, source in sources:
+        if kind == "text":
+            document = _sentences(source.splitlines())
+            if document:
+                yield document
+            continue
+        with open(source, encoding="utf-8", errors="replace") as f:
+            lines = []
+            for line in f:
+                if line.strip():
+                    lines.append(line)
+                    continue
+                document = _sentences(lines)
+                if document:
+                    yield document
+                lines = []
+            document = _sentences(lines)
+            if document:
+                yield document
+
+
+def _document_blocks(documents):
+    """Consecutive documents in blocks of about `_SENTENCES_PER_TOKENIZER_CALL` sentences."""
+    block, count = [], 0
+    for document in documents:
+        block.append(document)
+        count += len(document)
+        if count >= _SENTENCES_PER_TOKENIZER_CALL:
+            yield block
+            block, count = [], 0
+    if block:
+        yield block
+
+
+def _tokenized_documents(documents, tokenizer):
+    """Documents of token-id sentences, in order, many sentences per tokenizer call."""
+    for block in _document_blocks(documents):
+        ids = iter(tokenizer([sentence for document in block for sentence in document]))
+        for document in block:
+            yield [list(next(ids)) for _ in document]
+
+
+def _check_arguments(objective, masking, sequence_length, batch_size, max_predictions, dupe_factor):
+    if objective not in OBJECTIVES:
+        raise ValueError(f"Unknown objective {objective!r}; choose one of {', '.join(OBJECTIVES)}.")
+    if masking not in MASKING:
+        raise ValueError(f"Unknown masking {masking!r}; choose 'dynamic' or 'static'.")
+    if sequence_length < MIN_SEQUENCE_LENGTH:
+        raise ValueError(
+            f"sequence_length must be at least {MIN_SEQUENCE_LENGTH}, got {sequence_length}."
+        )
+    if batch_size < 1:
+        raise ValueError(f"batch_size must be at least 1, got {batch_size}.")
+    if not 1 <= max_predictions <= sequence_length:
+        raise ValueError(
+            f"max_predictions must be in [1, sequence_length={sequence_length}], "
+            f"got {max_predictions}."
+        )
+    if dupe_factor < 1:
+        raise ValueError(f"dupe_factor must be at least 1, got {dupe_factor}.")
+
+
+def default_max_predictions(sequence_length):
+    """20 at length 128 (BERT), else `int(0.155 · L)` (ELECTRA), at least 1.
+
+    >>> default_max_predictions(128), default_max_predictions(512)
+    (20, 79)
+    """
+    if sequence_length == 128:
+        return 20
+    return max(1, int(0.155 * sequence_length))
+
+
+def _segments(objective, documents, sequence_length, rng, separator_id):
+    """`(tokens_a, tokens_b or None, pair_label)` for the objective."""
+    if objective == "mlm_nsp":
+        return nsp_pairs(documents, sequence_length, rng)
+    if objective == "sop":
+        return sop_pairs(documents, sequence_length, rng)
+    if objective == "span":
+        chunks = document_chunks(documents, sequence_length)
+    else:  # mlm, electra
+        chunks = full_sentences(documents, sequence_length, separator_id)
+    return ((tokens, None, 0) for tokens in chunks)
+
+
+def _shuffled(items, buffer_size, rng):
+    """Items through a shuffle buffer of `buffer_size` (tf.data's algorithm)."""
+    buffer = []
+    for item in items:
+        if len(buffer) < buffer_size:
+            buffer.append(item)
+            continue
+        j = rng.randrange(buffer_size)
+        yield buffer[j]
+        buffer[j] = item
+    rng.shuffle(buffer)
+    yield from buffer
+
+
+def pretraining_dataset(
+    inputs,
+    tokenizer,
+    objective="mlm_nsp",
+    sequence_length=128,
+    batch_size=32,
+    max_predictions=None,
+    masking="dynamic",
+    dupe_factor=10,
+    whole_word=False,
+    shuffle_buffer=10_000,
+    seed=None,
+    repeat=True,
+):
+    """Batched pretraining examples `(x, y)` from raw text, for any Keras backend.
+
+    Objectives:
+        - `mlm_nsp` (BERT): NSP pairs (`nsp_pairs`), 80/10/10 MLM.
+        - `mlm` (RoBERTa): FULL-SENTENCES packing, 80/10/10 MLM, no pair label.
+        - `sop` (ALBERT): sentence-order pairs, 80/10/10 MLM.
+        - `span` (SpanBERT): single segments per document, span masking
+          (`SpanMasker`), which uses the tokenizer's word pieces.
+        - `electra`: FULL-SENTENCES packing, ELECTRA's masking (85% `[MASK]`,
+          15% unchanged, no random tokens).
+
+    Args:
+        inputs: text files and/or folders, or document strings (see
+            `read_documents` and `corpus_sources`).
+        tokenizer: a `kbert.text.WordPieceTokenizer`, or any object with its
+            interface: called on a list of strings it returns lists of ids, and
+            it has `vocabulary_size`, `pad_id`, `cls_id`, `sep_id`, `mask_id`
+            and `continuation_mask()` (used for `whole_word` and `span`).
+        objective: one of `OBJECTIVES`.
+        sequence_length: `L`, at least 8.
+        batch_size: `B`; the last partial batch is dropped.
+        max_predictions: `P`; `None` gives `default_max_predictions(L)`.
+        masking: `"dynamic"` (fresh masks every pass, RoBERTa) or `"static"`
+            (`dupe_factor` differently masked copies of each instance, the same
+            every pass, BERT).
+        dupe_factor: copies per instance under static masking.
+        whole_word: whole-word masking (MLM objectives).
+        shuffle_buffer: instances in the shuffle buffer (1: no shuffling).
+        seed: makes the stream reproducible; `None` draws one.
+        repeat: repeat the corpus forever (one pass when False).
+
+    Returns:
+        A `tf.data.Dataset` of `(x, y)` with static shapes. `x`: `token_ids`,
+        `segment_ids`, `padding_mask` int32 `(B, L)`, `mask_positions` int32
+        `(B, P)`; for `span` also `span_left`, `span_right`, `span_offsets`
+        int32 `(B, P)`. `y`: `mask_ids` int32 `(B, P)`, `mask_weights` float32
+        `(B, P)`, and for `mlm_nsp` and `sop` `pair_labels` int32 `(B,)` (1 =
+        random next segment / swapped order).
+
+    Raises:
+        ValueError: unknown objective or masking, sequence length under 8,
+            missing file, empty corpus, other out-of-range settings.
+
+    Example:
+
+    ```python
+    tokenizer = kbert.text.WordPieceTokenizer("vocab.txt")
+    dataset = pretraining_dataset("corpus/", tokenizer, objective="mlm_nsp",
+                                  sequence_length=128, batch_size=32, seed=0)
+    x, y = next(iter(dataset))
+    ```
+    """
+    if max_predictions is None:
+        max_predictions = default_max_predictions(sequence_length)
+    _check_arguments(objective, masking, sequence_length, batch_size, max_predictions, dupe_factor)
+    if shuffle_buffer < 1:
+        raise ValueError(f"shuffle_buffer must be at least 1, got {shuffle_buffer}.")
+    sources = corpus_sources(inputs)
+    if next(_documents(sources), None) is None:
+        raise ValueError("The corpus is empty: no text in the given files, folders or strings.")
+
+    seed = random.SystemRandom().randrange(2**62) if seed is None else int(seed)
+    instance_seed, shuffle_seed, mask_seed = (
+        int(s) for s in np.random.SeedSequence(seed).generate_state(3, np.uint64) >> 1
+    )
+    static = masking == "static"
+    copies = dupe_factor if static else 1
+    pad_id = tokenizer.pad_id
+    passes = itertools.count()
+
+    def generate():
+        pass_index = next(passes)
+        documents = _tokenized_documents(_documents(sources), tokenizer)
+        segments = _segments(
+            objective, documents, sequence_length, random.Random(instance_seed), tokenizer.sep_id
+        )
+
+        def instances():
+            for index, (tokens_a, tokens_b, label) in enumerate(segments):
+                packed = pack(
+                    tokens_a, tokens_b, sequence_length, tokenizer.cls_id, tokenizer.sep_id, pad_id
+                )
+                for copy in range(copies):
+                    counter = index * copies + copy if static else (pass_index << 40) + index
+                    yield (*packed, label, (mask_seed, counter))
+
+        shuffle_rng = random.Random(f"{shuffle_seed}/{pass_index}")
+        stream = _shuffled(instances(), shuffle_buffer, shuffle_rng)
+        while True:
+            block = list(itertools.islice(stream, _BLOCK))
+            if not block:
+                return
+            token_ids, segment_ids, padding_mask, labels, seeds = zip(*block)
+            yield {
+                "token_ids": np.stack(token_ids),
+                "segment_ids": np.stack(segment_ids),
+                "padding_mask": np.stack(padding_mask),
+                "pair_labels": np.asarray(labels, np.int32),
+                "seed": np.asarray(seeds, np.int64),
+            }
+
+    rows = tf.TensorSpec((None, sequence_length), tf.int32)
+    dataset = tf.data.Dataset.from_generator(
+        generate,
+        output_signature={
+            "token_ids": rows,
+            "segment_ids": rows,
+            "padding_mask": rows,
+            "pair_labels": tf.TensorSpec((None,), tf.int32),
+            "seed": tf.TensorSpec((None, 2), tf.int64),
+        },
+    ).unbatch()
+
+    masker = _masker(objective, tokenizer, max_predictions, whole_word)
+    has_pair_labels = objective in ("mlm_nsp", "sop")
+
+    def mask(example, seed):
+        masked = masker(example["token_ids"], example["padding_mask"], seed=seed)
+        x = {
+            "token_ids": masked.pop("token_ids"),
+            "segment_ids": example["segment_ids"],
+            "padding_mask": example["padding_mask"],
+            "mask_positions": masked.pop("mask_positions"),
+        }
+        y = {"mask_ids": masked.pop("mask_ids"), "mask_weights": masked.pop("mask_weights")}
+        x.update(masked)  # span_left, span_right, span_offsets
+        if has_pair_labels:
+            y["pair_labels"] = example["pair_labels"]
+        return x, y
+
+    parallel = tf.data.AUTOTUNE
+    if static:  # each copy masked by its own seed, before batching
+        dataset = dataset.map(lambda example: mask(example, example["seed"]), parallel)
+    if repeat:
+        dataset = dataset.repeat()
+    dataset = dataset.batch(batch_size, drop_remainder=True)
+    if not static:  # one seed per batch: its first example's, unique to (pass, position)
+        dataset = dataset.map(lambda example: mask(example, example["seed"][0]), parallel)
+    return dataset.prefetch(tf.data.AUTOTUNE)
+
+
+def _masker(objective, tokenizer, max_predictions, whole_word):
+    special = [tokenizer.pad_id, tokenizer.cls_id, tokenizer.sep_id]
+    vocabulary_size = tokenizer.vocabulary_size
+    if objective == "span":
+        return SpanMasker(
+            vocabulary_size,
+            tokenizer.mask_id,
+            special,
+            max_predictions=max_predictions,
+            continuation_mask=tokenizer.continuation_mask(),
+        )
+    options = dict(
+        max_predictions=max_predictions,
+        whole_word=whole_word,
+        continuation_mask=tokenizer.continuation_mask() if whole_word else None,
+    )
+    if objective == "electra":
+        return MaskedLMMasker.electra(vocabulary_size, tokenizer.mask_id, special, **options)
+    return MaskedLMMasker(vocabulary_size, tokenizer.mask_id, special, **options)

@@ -1,0 +1,18 @@
+"""Text to model inputs: BERT's WordPiece tokenizer, vocabulary learning, segment packing.
+
+This package runs on TensorFlow and tensorflow-text whatever the Keras backend
+(the text pipeline lives in `tf.data`), so `import kbert` does not import it:
+import `kbert.text` where text is processed.
+
+>>> from kbert.text import WordPieceTokenizer, SegmentPacker
+>>> tokenizer = WordPieceTokenizer(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "hello", "!"])
+>>> packer = SegmentPacker(6, start_id=tokenizer.cls_id, end_id=tokenizer.sep_id)
+>>> packer(tokenizer.tokenize("Hello!"))["token_ids"].numpy().tolist()
+[2, 5, 6, 3, 0, 0]
+"""
+
+from kbert.text.segment_packer import SegmentPacker
+from kbert.text.word_piece_tokenizer import WordPieceTokenizer
+from kbert.text.word_piece_vocabulary import learn_word_piece_vocabulary
+
+__all__ = ["SegmentPacker", "WordPieceTokenizer", "learn_word_piece_vocabulary"]

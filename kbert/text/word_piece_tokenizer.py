@@ -1,0 +1,316 @@
+"""BERT's WordPiece tokenizer on tensorflow-text, id-for-id with Hugging Face.
+
+Why not `keras_hub.tokenizers.WordPieceTokenizer`: it does not give the ids of
+Hugging Face's `BertTokenizerFast` (the reference every public BERT checkpoint
+is used with). It case-folds instead of lower-casing (German "ß" becomes "ss"),
+splits words at control and format characters (U+0007, U+200B) where BERT
+deletes them, limits words by bytes where BERT counts characters, and by
+default reads "[MASK]" in a text as punctuation and letters. This tokenizer
+follows the reference step by step instead, with the rules of `tokenizers`'
+`BertNormalizer`, `BertPreTokenizer` and `WordPiece`:
+
+0. Special tokens written in the text (`[MASK]`, `[SEP]`, ..., matched exactly,
+   even inside a word) are words of their own and keep their ids, as Hugging
+   Face's added tokens do: "The [MASK] sat." has the mask id. The rest of the
+   text goes through steps 1-6.
+1. Clean: delete U+0000, U+FFFD and control characters (categories Cc, Cf and
+   Co, except tab, newline and carriage return); every whitespace character
+   (tab, newline, carriage return and category Z) separates words.
+2. Chinese characters (the CJK ideograph blocks below) become words of their
+   own, when `split_on_cjk`.
+3. Strip accents, when `strip_accents`: NFD, then delete nonspacing marks (Mn).
+4. Lower-case, when `lowercase`: the context-free Unicode lower-case mapping of
+   each character (so "Σ" is always "σ", never the final "ς").
+5. Punctuation (every Unicode P* character and all ASCII symbols, so "$", "+"
+   and "`" too) becomes words of its own.
+6. WordPiece: greedy longest-match-first, continuation pieces prefixed "##"; a
+   word that cannot be segmented, or that has more than `max_chars_per_word`
+   characters, becomes `[UNK]`.
+
+The only known differences with the reference are in Unicode tables: the
+`tokenizers` library classifies punctuation, control characters and
+nonspacing marks with an older Unicode version, so a few characters assigned
+since (for example the punctuation at U+2E43..U+2E5D) are treated differently.
+The CJK ranges are those of `tokenizers` (which start the last extension block
+at U+2B920, where Google's original Python tokenizer has U+2B820).
+
+Everything in `tokenize` is a TensorFlow op, so it runs inside
+`tf.data.Dataset.map` whatever the Keras backend.
+"""
+
+import os
+import re
+
+import numpy as np
+
+from kbert.backend_utils import quiet_import
+
+tf = quiet_import("tensorflow")
+tf_text = quiet_import("tensorflow_text")
+
+# Control characters BERT deletes (Cc minus tab, newline and carriage return,
+# plus Cf and Co), and the replacement character U+FFFD.
+_CONTROL = r"[\x00-\x08\x0B\x0C\x0E-\x1F\x7F-\x9F\p{Cf}\p{Co}\x{FFFD}]"
+_WHITESPACE = r"[\t\n\r\p{Z}]"
+# ASCII 33-47, 58-64, 91-96 and 123-126, and every Unicode punctuation character.
+_PUNCTUATION = r"[!-/:-@\[-`{-~\p{P}]"
+_CJK = (
+    r"[\x{3400}-\x{4DBF}\x{4E00}-\x{9FFF}\x{F900}-\x{FAFF}\x{20000}-\x{2A6DF}"
+    r"\x{2A700}-\x{2B81F}\x{2B920}-\x{2CEAF}\x{2F800}-\x{2FA1F}]"
+)
+_SPECIAL_TOKENS = {
+    "pad_id": "[PAD]",
+    "cls_id": "[CLS]",
+    "sep_id": "[SEP]",
+    "mask_id": "[MASK]",
+}
+_CONTINUATION = "##"
+
+
+def _read_vocabulary(vocabulary):
+    if isinstance(vocabulary, (str, os.PathLike)):
+        path = os.fspath(vocabulary)
+        if not os.path.isfile(path):
+            raise ValueError(f"Vocabulary file not found: {path!r}.")
+        with open(path, encoding="utf-8") as f:
+            lines = f.read().split("\n")
+        if lines[-1] == "":
+            lines.pop()
+        return [line[:-1] if line.endswith("\r") else line for line in lines]
+    if isinstance(vocabulary, (list, tuple)) and all(isinstance(t, str) for t in vocabulary):
+        return list(vocabulary)
+    raise ValueError(
+        "`vocabulary` must be the path of a vocab.txt file or a list of token strings. "
+        f"Received: {type(vocabulary).__name__}."
+    )
+
+
+class WordPieceTokenizer:
+    """BERT's WordPiece tokenizer: text to token ids, as Hugging Face's `BertTokenizerFast`.
+
+    Args:
+        vocabulary: path of a `vocab.txt` (one token per line, the id is the
+            line number) or a list of tokens. It must hold `[PAD]`, `[CLS]`,
+            `[SEP]`, `[MASK]` and the unknown token.
+        lowercase: lower-case the text (BERT "uncased").
+        strip_accents: remove accents (NFD, then drop nonspacing marks).
+            `None` means the same as `lowercase`, as in BERT.
+        split_on_cjk: make every CJK ideograph a word of its own.
+        max_chars_per_word: longer words become the unknown token.
+        unknown_token: the token for words with no segmentation.
+
+    Example:
+
+    >>> tokenizer = WordPieceTokenizer(
+    ...     ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "the", "cat", "##s", "!"])
+    >>> tokenizer(["The cats!", "dogs"])
+    [[5, 6, 7, 8], [1]]
+    >>> tokenizer.detokenize([5, 6, 7, 8])
+    'the cats!'
+    """
+
+    def __init__(
+        self,
+        vocabulary,
+        lowercase=True,
+        strip_accents=None,
+        split_on_cjk=True,
+        max_chars_per_word=100,
+        unknown_token="[UNK]",
+    ):
+        tokens = _read_vocabulary(vocabulary)
+        if not tokens:
+            raise ValueError("The vocabulary is empty.")
+        if int(max_chars_per_word) < 1:
+            raise ValueError(
+                f"`max_chars_per_word` must be at least 1. Received: {max_chars_per_word}."
+            )
+        ids = {}
+        for index, token in enumerate(tokens):
+            if not token:
+                raise ValueError(f"The vocabulary has an empty token at line {index + 1}.")
+            if token in ids:
+                raise ValueError(
+                    f"The vocabulary has the token {token!r} twice "
+                    f"(lines {ids[token] + 1} and {index + 1})."
+                )
+            ids[token] = index
+        required = dict(_SPECIAL_TOKENS, unknown_id=unknown_token)
+        missing = [token for token in required.values() if token not in ids]
+        if missing:
+            raise ValueError(f"The vocabulary lacks the special token(s) {', '.join(missing)}.")
+
+        self.lowercase = bool(lowercase)
+        self.strip_accents = self.lowercase if strip_accents is None else bool(strip_accents)
+        self.split_on_cjk = bool(split_on_cjk)
+        self.max_chars_per_word = int(max_chars_per_word)
+        self.unknown_token = unknown_token
+        self._tokens = tokens
+        self._ids = ids
+        for name, token in required.items():
+            setattr(self, name, ids[token])
+        # Words are limited in characters here (as BERT does), so the byte limit
+        # of the op only has to let every such word through (4 bytes a character).
+        self._word_piece = tf_text.FastWordpieceTokenizer(
+            vocab=tokens,
+            suffix_indicator=_CONTINUATION,
+            max_bytes_per_word=4 * self.max_chars_per_word,
+            token_out_type=tf.int32,
+            unknown_token=unknown_token,
+            no_pretokenization=True,
+        )
+        # Longest first: RE2 takes the first alternative that matches.
+        specials = sorted(required.values(), key=len, reverse=True)
+        self._special = "|".join(re.escape(token) for token in specials)
+        if self.split_on_cjk:
+            self._separate = "|".join([_WHITESPACE, _PUNCTUATION, _CJK])
+            self._keep = "|".join([_PUNCTUATION, _CJK])
+        else:
+            self._separate = "|".join([_WHITESPACE, _PUNCTUATION])
+            self._keep = _PUNCTUATION
+
+    @property
+    def vocabulary(self):
+        """The tokens, in id order (a new list)."""
+        return list(self._tokens)
+
+    @property
+    def vocabulary_size(self):
+        return len(self._tokens)
+
+    def token_to_id(self, token):
+        if token not in self._ids:
+            raise ValueError(f"Token {token!r} is not in the vocabulary.")
+        return self._ids[token]
+
+    def id_to_token(self, token_id):
+        token_id = int(token_id)
+        if not 0 <= token_id < len(self._tokens):
+            raise ValueError(
+                f"Token id {token_id} is outside the vocabulary [0, {len(self._tokens)})."
+            )
+        return self._tokens[token_id]
+
+    def continuation_mask(self):
+        """Bool NumPy array over the vocabulary: True for `##` continuation pieces."""
+        return np.array(
+            [len(t) > len(_CONTINUATION) and t.startswith(_CONTINUATION) for t in self._tokens],
+            dtype=bool,
+        )
+
+    def save_vocabulary(self, path):
+        """Write the vocabulary as a `vocab.txt`: one token per line, in id order."""
+        with open(path, "w", encoding="utf-8") as f:
+            f.write("".join(token + "\n" for token in self._tokens))
+
+    def split_words(self, strings):
+        """BERT's basic tokenization (steps 0-5 of the module docstring), graph-safe.
+
+        Args:
+            strings: `tf.string` tensor of shape `(n,)`.
+
+        Returns:
+            `tf.RaggedTensor` of words, shape `(n, None)`.
+        """
+        # `regex_split` stops at U+0000; it is deleted below anyway, like U+0001.
+        strings = tf.strings.regex_replace(strings, r"\x00", "\x01")
+        # Special tokens in the raw text are words of their own, left as they are.
+        chunks = tf_text.regex_split(strings, self._special, self._special)
+        text = chunks.flat_values
+        is_special = tf.strings.regex_full_match(text, self._special)
+        text = tf.where(is_special, "", text)
+        text = tf.strings.regex_replace(text, _CONTROL, "")
+        if self.strip_accents:
+            text = tf_text.normalize_utf8(text, "NFD")
+            text = tf.strings.regex_replace(text, r"\p{Mn}", "")
+        if self.lowercase:
+            # ICU lower-cases a word-final capital sigma to "ς"; BERT maps each
+            # character on its own, which always gives "σ".
+            text = tf.strings.regex_replace(text, "Σ", "σ")
+            text = tf.strings.lower(text, encoding="utf-8")
+        words = tf_text.regex_split(text, self._separate, self._keep)
+        special_words = tf.RaggedTensor.from_row_lengths(
+            tf.boolean_mask(chunks.flat_values, is_special), tf.cast(is_special, tf.int64)
+        )
+        words = tf.concat([words, special_words], axis=1)
+        return chunks.with_flat_values(words).merge_dims(1, 2)
+
+    def tokenize(self, strings):
+        """Token ids of strings, with TensorFlow ops only (usable in `tf.data.Dataset.map`).
+
+        Args:
+            strings: `tf.string` tensor (or anything convertible) of shape `(n,)`,
+                or a scalar.
+
+        Returns:
+            int32 `tf.RaggedTensor` of shape `(n, None)`; a 1-D int32 tensor for
+            a scalar input.
+        """
+        strings = tf.convert_to_tensor(strings)
+        if strings.dtype != tf.string:
+            raise ValueError(f"`tokenize` takes strings. Received dtype {strings.dtype.name}.")
+        rank = strings.shape.rank
+        if rank not in (0, 1):
+            raise ValueError(
+                "`tokenize` takes a scalar or a 1-D batch of strings. "
+                f"Received shape {strings.shape}."
+            )
+        words = self.split_words(tf.reshape(strings, [-1]))
+        flat = words.flat_values
+        too_long = tf.strings.length(flat, unit="UTF8_CHAR") > self.max_chars_per_word
+        too_long &= ~tf.strings.regex_full_match(flat, self._special)
+        words = words.with_flat_values(tf.where(too_long, self.unknown_token, flat))
+        ids = self._word_piece.tokenize(words).merge_dims(1, 2)
+        return ids[0] if rank == 0 else ids
+
+    def __call__(self, texts):
+        """Token ids (Python lists) of a string or a list of strings."""
+        if isinstance(texts, str):
+            return self.tokenize(tf.constant([texts])).to_list()[0]
+        texts = list(texts)
+        if not all(isinstance(t, str) for t in texts):
+            raise ValueError("The tokenizer takes a string or a list of strings.")
+        return self.tokenize(tf.constant(texts, dtype=tf.string)).to_list()
+
+    def detokenize(self, ids):
+        """Text from token ids: one sequence of ids, or a batch of them.
+
+        Pieces are joined with spaces, `##` continuations are glued to the
+        piece before, `[PAD]` is dropped (other special tokens are kept), and
+        the spaces before `. , ? !` and English contractions (`'s`, `n't`, ...)
+        are removed, as Hugging Face's `decode(ids, clean_up_tokenization_spaces=True)`
+        does. Lower-casing and accent stripping cannot be undone.
+
+        Args:
+            ids: a list of ids, a list of such lists, or a tensor / array of them
+                (`tf.RaggedTensor` included).
+
+        Returns:
+            A string for one sequence, a list of strings for a batch.
+        """
+        if hasattr(ids, "to_list"):
+            ids = ids.to_list()
+        elif not isinstance(ids, (list, tuple)):
+            ids = np.asarray(ids).tolist()
+        if all(isinstance(i, (int, np.integer)) for i in ids):
+            return self._detokenize_one(ids)
+        return [self._detokenize_one(sequence) for sequence in ids]
+
+    def _detokenize_one(self, ids):
+        words = []
+        for token_id in ids:
+            if token_id == self.pad_id:
+                continue
+            token = self.id_to_token(token_id)
+            if words and len(token) > len(_CONTINUATION) and token.startswith(_CONTINUATION):
+                words[-1] += token[len(_CONTINUATION) :]
+            else:
+                words.append(token)
+        text = " ".join(words)
+        # Hugging Face's `clean_up_tokenization`.
+        for spaced, joined in (
+            (" .", "."), (" ?", "?"), (" !", "!"), (" ,", ","), (" ' ", "'"),
+            (" n't", "n't"), (" 'm", "'m"), (" 's", "'s"), (" 've", "'ve"), (" 're", "'re"),
+        ):  # fmt: skip
+            text = text.replace(spaced, joined)
+        return text
