@@ -21,6 +21,7 @@ import numpy as np  # noqa: E402
 
 import kbert  # noqa: E402  (imports Keras quietly)
 import keras  # noqa: E402
+from kbert.backend_utils import quiet_import  # noqa: E402
 
 SIZE = dict(vocabulary_size=30522, num_layers=12, num_heads=12, hidden_dim=768, intermediate_dim=3072)
 
@@ -65,7 +66,8 @@ def make_inputs(batch, length):
 
 
 def keras_candidates():
-    import keras_hub
+    # keras-hub imports TensorFlow: keep its start-up lines off the console.
+    keras_hub = quiet_import("keras_hub")
 
     def kbert_model():
         return kbert.models.bert_base()
