@@ -119,3 +119,46 @@ def check_ids_in_range(ids, size, what):
             f"{what} {int(bad)} is outside the valid range [0, {size}). "
             f"Received ids of shape {tuple(values.shape)}."
         )
+
+
+def scale_loss_for_replicas(loss):
+    """Divide a replica's loss by the replicas in sync under a `tf.distribute` strategy.
+
+    Keras sums the replicas' gradients and multiplies the reported loss back,
+    so a model whose `compute_loss` returns its own mean (not a Keras loss
+    object's, which are scaled already) must scale it like this to train and
+    report the same as on one device. The identity elsewhere (one replica,
+    JAX, PyTorch).
+
+    >>> float(scale_loss_for_replicas(np.float32(2.0)))
+    2.0
+    """
+    import keras
+
+    if keras.backend.backend() != "tensorflow":
+        return loss
+    tf = quiet_import("tensorflow")
+    replicas = tf.distribute.get_strategy().num_replicas_in_sync
+    if replicas == 1:
+        return loss
+    return loss / replicas
+
+
+def fused_attention_supports(dtype):
+    """Whether `keras.ops.dot_product_attention` compiles for inputs of `dtype` here.
+
+    JAX's XLA attention asks for float32 accumulation of float16 products,
+    which XLA's CPU `dot_general` rejects under `jax.jit` ("precision
+    'F16_F16_F32' is not supported"); every other backend, dtype and JAX
+    platform takes it.
+
+    >>> fused_attention_supports("float32")
+    True
+    """
+    import keras
+
+    if keras.backend.standardize_dtype(dtype) != "float16" or keras.backend.backend() != "jax":
+        return True
+    import jax
+
+    return jax.default_backend() != "cpu"

@@ -1,11 +1,24 @@
 #!/usr/bin/env bash
 # Run the whole test suite once per Keras backend; fail if any backend fails.
+# The three runs go side by side (much of a run is single-threaded dispatch and
+# compilation, so two cores serve three runs); each run's output is printed
+# whole, in order, when all have finished.
 set -u
 cd "$(dirname "$0")/.."
 PY=${PY:-.venv/bin/python}
+logs=$(mktemp -d)
+pids=()
+for backend in tensorflow jax torch; do
+    KERAS_BACKEND=$backend "$PY" -m pytest "$@" > "$logs/$backend.log" 2>&1 &
+    pids+=($!)
+done
 status=0
+for i in 0 1 2; do
+    wait "${pids[$i]}" || status=1
+done
 for backend in tensorflow jax torch; do
     echo "=== KERAS_BACKEND=$backend ==="
-    KERAS_BACKEND=$backend "$PY" -m pytest "$@" || status=1
+    cat "$logs/$backend.log"
 done
+rm -rf "$logs"
 exit $status

@@ -71,6 +71,28 @@ def xla_call(layer, *args, **kwargs):
     return keras.tree.map_structure(keras.ops.convert_to_numpy, outputs)
 
 
+def input_gradient(fn, x):
+    """NumPy gradient of `sum(fn(x))` with respect to the float input `x`, by the backend's autodiff."""
+    if BACKEND == "tensorflow":
+        import tensorflow as tf
+
+        x = tf.convert_to_tensor(x)
+        with tf.GradientTape() as tape:
+            tape.watch(x)
+            total = tf.reduce_sum(fn(x))
+        return tape.gradient(total, x).numpy()
+    if BACKEND == "jax":
+        import jax
+
+        # Compiled: one trace instead of one dispatch per primitive.
+        return np.asarray(jax.jit(jax.grad(lambda x: fn(x).sum()))(keras.ops.convert_to_tensor(x)))
+    import torch
+
+    x = torch.tensor(np.asarray(x), requires_grad=True)
+    fn(x).sum().backward()
+    return x.grad.numpy()
+
+
 def to_numpy(x):
     return keras.tree.map_structure(keras.ops.convert_to_numpy, x)
 
@@ -166,6 +188,26 @@ def np_multi_head_attention(
     context = np.einsum("bnqk,bknh->bqnh", probabilities, v)
     context = context.reshape(batch, q_len, num_heads * value_dim)
     return np_dense(context, *weights["output"])
+
+
+def np_itc_pattern(plan, length, block):
+    """BigBird's per-head bool pattern `(heads, n, n)` from the ITC table of ALGORITHMS.md §4.
+
+    `plan[h, i - 1]` lists the random key blocks of query block `i`; blocks 0
+    and nb-1 are global; every other block sees {0, nb-1, i-1, i, i+1} and its
+    random blocks.
+    """
+    heads, num_blocks = plan.shape[0], plan.shape[1] + 2
+    blocks = np.zeros((heads, num_blocks, num_blocks), bool)
+    for head in range(heads):
+        for i in range(num_blocks):
+            if i in (0, num_blocks - 1):
+                blocks[head, i, :] = True  # global rows
+                continue
+            keys = {0, num_blocks - 1, i - 1, i, i + 1} | set(plan[head, i - 1].tolist())
+            blocks[head, i, sorted(keys)] = True
+    dense = blocks.repeat(block, axis=1).repeat(block, axis=2)
+    return dense[:, :length, :length]
 
 
 def dense_weights(dense_layer):

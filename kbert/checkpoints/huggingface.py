@@ -18,7 +18,11 @@ Supported `model_type`s:
   `embeddings_project` when `embedding_size != hidden_size`; no pooler);
 - `distilbert` (no segment embedding, no pooler; a sinusoidal position table
   is fine as long as it is stored in the checkpoint, which it is for
-  checkpoints that `transformers` writes).
+  checkpoints that `transformers` writes);
+- `big_bird` and `longformer` (sparse attention): see
+  `kbert.checkpoints.huggingface_long`;
+- `t5` (v1.0 and v1.1), which builds a `kbert.models.T5`: see
+  `kbert.checkpoints.huggingface_t5`.
 
 Only absolute position embeddings and bidirectional encoders are supported
 (`position_embedding_type="absolute"`, `is_decoder=False`). Task checkpoints
@@ -42,6 +46,7 @@ import os
 
 import numpy as np
 
+from kbert.checkpoints import huggingface_long
 from kbert.models.encoder import Encoder
 
 # --- Configuration ---------------------------------------------------------
@@ -251,6 +256,11 @@ _FAMILIES = {
 }
 
 
+# The long-document families (BigBird, Longformer) live in their own module.
+_MODEL_TYPES.update(huggingface_long.MODEL_TYPES)
+_FAMILIES.update(huggingface_long.FAMILIES)
+
+
 # --- Reading the checkpoint ------------------------------------------------
 
 
@@ -436,10 +446,14 @@ def from_huggingface(path, **overrides):
         config = json.load(f)
 
     model_type = config.get("model_type")
+    if model_type == "t5":
+        from kbert.checkpoints.huggingface_t5 import t5_from_huggingface
+
+        return t5_from_huggingface(config, _read_tensors(directory), **overrides)
     if model_type not in _MODEL_TYPES:
         raise ValueError(
             f"Unsupported model_type {model_type!r} in {config_file}; supported: "
-            f"{sorted(_MODEL_TYPES)}."
+            f"{sorted([*_MODEL_TYPES, 't5'])}."
         )
     family = _FAMILIES[_MODEL_TYPES[model_type]]
     arguments = family["arguments"](config)

@@ -2,16 +2,28 @@
 
 from kbert.layers.activations import gelu_approximate, get_activation
 from kbert.layers.attention_mask import merge_attention_masks
+from kbert.layers.bigbird_attention import BigBirdAttention
+from kbert.layers.cached_multi_head_attention import CachedMultiHeadAttention
+from kbert.layers.longformer_attention import LongformerAttention
 from kbert.layers.masked_lm_head import MaskedLMHead
 from kbert.layers.multi_head_attention import MultiHeadAttention
 from kbert.layers.pooler import Pooler
 from kbert.layers.position_embedding import PositionEmbedding
+from kbert.layers.relative_position_bias import RelativePositionBias
 from kbert.layers.reversible_embedding import ReversibleEmbedding
+from kbert.layers.rms_normalization import RMSNormalization
 from kbert.layers.span_boundary_head import SpanBoundaryHead
 from kbert.layers.text_embedding import TextEmbedding
+from kbert.layers.transformer_decoder import TransformerDecoder
 from kbert.layers.transformer_encoder import TransformerEncoder
 
 __all__ = [
+    "BigBirdAttention",
+    "LongformerAttention",
+    "CachedMultiHeadAttention",
+    "RMSNormalization",
+    "RelativePositionBias",
+    "TransformerDecoder",
     "MaskedLMHead",
     "MultiHeadAttention",
     "Pooler",

@@ -1,6 +1,7 @@
 import keras
 from keras import ops
 
+from kbert.backend_utils import fused_attention_supports
 from kbert.layers.attention_mask import merge_attention_masks
 from kbert.layers.initializers import clone_initializer
 
@@ -17,7 +18,8 @@ class MultiHeadAttention(keras.layers.Layer):
     (PyTorch `scaled_dot_product_attention`, JAX/XLA's fused attention). When
     attention-probability dropout is active (training with `dropout > 0`), or
     value heads differ in width from key heads (which JAX's fused kernel does
-    not take), the kernel computes scores explicitly, with softmax in float32,
+    not take), or float16 where the backend's fused kernel does not compile
+    (JAX on CPU), the kernel computes scores explicitly, with softmax in float32,
     so dropout can be applied to the probabilities as in BERT.
 
     Args:
@@ -144,9 +146,11 @@ class MultiHeadAttention(keras.layers.Layer):
             `(batch, query_length, heads, value_dim)`.
         """
         # JAX's fused kernel needs value heads as wide as key heads; other
-        # widths (value_dim != key_dim) take the explicit path below.
+        # widths (value_dim != key_dim), and float16 where the backend cannot
+        # compile it (JAX on CPU), take the explicit path below.
         same_width = query.shape[-1] == value.shape[-1]
-        if same_width and not (training and self.dropout > 0):
+        fused = same_width and fused_attention_supports(query.dtype)
+        if fused and not (training and self.dropout > 0):
             return ops.dot_product_attention(
                 query, key, value, mask=mask, scale=self.score_scale
             )

@@ -34,6 +34,8 @@ class TransformerEncoder(keras.layers.Layer):
         padding_mask: 0/1 `(batch, sequence)`.
         attention_mask: 0/1 `(batch, sequence, sequence)`.
         training: whether dropout is active.
+        global_attention_mask: 0/1 `(batch, sequence)`, passed on to an
+            attention layer with global tokens (`LongformerAttention`).
 
     Example:
     >>> block = TransformerEncoder(num_heads=2, intermediate_dim=32)
@@ -121,13 +123,24 @@ class TransformerEncoder(keras.layers.Layer):
         self.output_dropout = keras.layers.Dropout(self.dropout, dtype=self.dtype_policy)
         self.built = True
 
-    def call(self, inputs, padding_mask=None, attention_mask=None, training=None):
+    def call(
+        self,
+        inputs,
+        padding_mask=None,
+        attention_mask=None,
+        training=None,
+        global_attention_mask=None,
+    ):
         x = inputs
         residual = x
         if self.normalize_first:
             x = self.attention_layer_norm(x)
+        # Only attention layers with global tokens (LongformerAttention) take it.
+        extra = {}
+        if global_attention_mask is not None:
+            extra["global_attention_mask"] = global_attention_mask
         x = self.attention_layer(
-            x, padding_mask=padding_mask, attention_mask=attention_mask, training=training
+            x, padding_mask=padding_mask, attention_mask=attention_mask, training=training, **extra
         )
         x = residual + self.attention_output_dropout(x, training=training)
         if not self.normalize_first:

@@ -1,6 +1,7 @@
 """Backbones and the builder functions users call."""
 
 from kbert.models.encoder import ATTENTION_LAYERS, Encoder
+from kbert.models.long_context import to_long_context
 from kbert.models.presets import (
     PRESETS,
     albert_base,
@@ -13,6 +14,7 @@ from kbert.models.presets import (
     bert_mini,
     bert_small,
     bert_tiny,
+    bigbird_base,
     build,
     distilbert_base,
     electra_base,
@@ -21,8 +23,19 @@ from kbert.models.presets import (
     electra_large_generator,
     electra_small,
     electra_small_generator,
+    longformer_base,
     roberta_base,
     roberta_large,
+)
+from kbert.models.t5 import T5, seq2seq_inputs
+from kbert.models.t5_presets import (
+    T5_PRESETS,
+    build_t5,
+    t5_base,
+    t5_large,
+    t5_small,
+    t5_v1_1_base,
+    t5_v1_1_small,
 )
 
 

@@ -1,5 +1,9 @@
+import inspect
+
 import keras
 
+from kbert.layers.bigbird_attention import BigBirdAttention
+from kbert.layers.longformer_attention import LongformerAttention
 from kbert.layers.multi_head_attention import MultiHeadAttention
 from kbert.layers.pooler import Pooler
 from kbert.layers.text_embedding import TextEmbedding
@@ -8,7 +12,11 @@ from kbert.layers.transformer_encoder import TransformerEncoder
 # Attention layers an `Encoder` can be built with, by name (sparse kernels
 # are added here as they land); each takes `num_heads`, `key_dim`, `dropout`,
 # `kernel_initializer`, `dtype`, `name` and the encoder's `attention_kwargs`.
-ATTENTION_LAYERS = {"dense": MultiHeadAttention}
+ATTENTION_LAYERS = {
+    "dense": MultiHeadAttention,
+    "bigbird": BigBirdAttention,
+    "longformer": LongformerAttention,
+}
 
 
 @keras.saving.register_keras_serializable(package="kbert")
@@ -43,7 +51,11 @@ class Encoder(keras.Model):
         use_pooler: add the `tanh(Dense)` pooler.
         initializer_range: std of the truncated-normal initializer.
         attention: name in `ATTENTION_LAYERS` (`"dense"` by default).
-        attention_kwargs: extra arguments for that attention layer.
+        attention_kwargs: extra arguments for that attention layer: one dict
+            for every layer, or a list of one dict per layer (Longformer's
+            per-layer windows). An attention layer whose `call` takes a
+            `global_attention_mask` (`"longformer"`) adds the optional input
+            `global_attention_mask` (0/1 `(batch, sequence)`) to the model.
         dtype: dtype policy, e.g. `"mixed_bfloat16"`.
 
     Example:
@@ -89,7 +101,15 @@ class Encoder(keras.Model):
                 f"Unknown attention '{attention}'; known: {sorted(ATTENTION_LAYERS)}."
             )
         attention_dropout = dropout if attention_dropout is None else attention_dropout
-        attention_kwargs = dict(attention_kwargs or {})
+        if isinstance(attention_kwargs, (list, tuple)):
+            if len(attention_kwargs) != num_layers:
+                raise ValueError(
+                    f"attention_kwargs has {len(attention_kwargs)} per-layer entries "
+                    f"for num_layers={num_layers}."
+                )
+            attention_kwargs = [dict(kwargs) for kwargs in attention_kwargs]
+        else:
+            attention_kwargs = dict(attention_kwargs or {})
 
         def initializer():
             return keras.initializers.TruncatedNormal(stddev=initializer_range)
@@ -102,7 +122,11 @@ class Encoder(keras.Model):
                 kernel_initializer=initializer(),
                 dtype=dtype,
                 name="attention",
-                **attention_kwargs,
+                **(
+                    attention_kwargs[index]
+                    if isinstance(attention_kwargs, list)
+                    else attention_kwargs
+                ),
             )
             return TransformerEncoder(
                 num_heads=num_heads,
@@ -153,13 +177,19 @@ class Encoder(keras.Model):
         if num_segments > 0:
             inputs["segment_ids"] = keras.Input(shape=(None,), dtype="int32", name="segment_ids")
         inputs["padding_mask"] = keras.Input(shape=(None,), dtype="int32", name="padding_mask")
+        block_inputs = {"padding_mask": inputs["padding_mask"]}
+        if "global_attention_mask" in inspect.signature(ATTENTION_LAYERS[attention].call).parameters:
+            inputs["global_attention_mask"] = keras.Input(
+                shape=(None,), dtype="int32", name="global_attention_mask", optional=True
+            )
+            block_inputs["global_attention_mask"] = inputs["global_attention_mask"]
         x = embeddings(
             inputs["token_ids"],
             segment_ids=inputs.get("segment_ids"),
             padding_mask=inputs["padding_mask"],
         )
         for layer in transformer_layers:
-            x = layer(x, padding_mask=inputs["padding_mask"])
+            x = layer(x, **block_inputs)
         if final_layer_norm is not None:
             x = final_layer_norm(x)
         pooled = pooler(x) if pooler is not None else x[:, 0, :]
@@ -197,6 +227,13 @@ class Encoder(keras.Model):
         self.initializer_range = initializer_range
         self.attention = attention
         self.attention_kwargs = attention_kwargs
+
+    def __call__(self, inputs, *args, **kwargs):
+        # The optional `global_attention_mask` input may be left out of the dict.
+        if isinstance(inputs, dict) and "global_attention_mask" not in inputs:
+            if "global_attention_mask" in self.input:
+                inputs = {**inputs, "global_attention_mask": None}
+        return super().__call__(inputs, *args, **kwargs)
 
     @property
     def token_embedding(self):

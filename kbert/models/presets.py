@@ -29,6 +29,22 @@ _ALBERT = dict(
     dropout=0.0,
 )
 _ELECTRA = dict(vocabulary_size=30522, max_positions=512, num_segments=2, use_pooler=False)
+# Long-document models (ALGORITHMS.md §4, §5): BigBird-RoBERTa (BERT-style
+# positions from 0, tanh GELU) and Longformer (RoBERTa, 4096 + 2 positions).
+_BIGBIRD = dict(
+    vocabulary_size=50358,
+    max_positions=4096,
+    num_segments=2,
+    activation="gelu_approximate",
+    attention="bigbird",
+    attention_kwargs={"block_size": 64, "num_random_blocks": 3},
+)
+_LONGFORMER = dict(
+    _ROBERTA,
+    max_positions=4098,
+    attention="longformer",
+    attention_kwargs={"window": 256},
+)
 
 
 def _size(layers, hidden, heads, intermediate=None):
@@ -67,6 +83,8 @@ PRESETS = {
         "num_segments": 0,
         "use_pooler": False,
     },
+    "bigbird_base": {**_BIGBIRD, **_size(12, 768, 12)},
+    "longformer_base": {**_LONGFORMER, **_size(12, 768, 12)},
 }
 
 
@@ -187,3 +205,19 @@ def electra_large_generator(**overrides):
 def distilbert_base(**overrides):
     """DistilBERT-Base (L6 H768, no segments, no pooler): 66,362,880 parameters."""
     return build("distilbert_base", **overrides)
+
+
+def bigbird_base(**overrides):
+    """BigBird-RoBERTa-Base (L12 H768, V 50358, 4096 positions, block-sparse).
+
+    127,468,800 parameters.
+    """
+    return build("bigbird_base", **overrides)
+
+
+def longformer_base(**overrides):
+    """Longformer-Base (L12 H768, V 50265, 4098 positions, window 2·256, global q/k/v).
+
+    148,659,456 parameters.
+    """
+    return build("longformer_base", **overrides)

@@ -18,6 +18,7 @@ from kbert.pretraining.optimizers import create_optimizer
 from kbert.pretraining.pretraining_dataset import OBJECTIVES, pretraining_dataset, read_documents
 from kbert.pretraining.sentence_pairs import full_sentences, nsp_pairs, sop_pairs
 from kbert.pretraining.span_bert_pretrainer import SpanBertPretrainer
+from kbert.pretraining.span_corruption import SpanCorruption, span_corruption_lengths
 from kbert.pretraining.span_masker import SpanMasker
 from kbert.pretraining.warmup_linear_decay import WarmupLinearDecay
 
@@ -28,6 +29,7 @@ __all__ = [
     "ElectraPretrainer",
     "MaskedLMMasker",
     "SpanBertPretrainer",
+    "SpanCorruption",
     "SpanMasker",
     "WarmupLinearDecay",
     "create_optimizer",
@@ -37,4 +39,5 @@ __all__ = [
     "pretraining_dataset",
     "read_documents",
     "sop_pairs",
+    "span_corruption_lengths",
 ]

@@ -8,6 +8,7 @@ from a backbone's own settings, and input checks.
 import keras
 from keras import ops
 
+from kbert.backend_utils import scale_loss_for_replicas
 from kbert.layers.masked_lm_head import MaskedLMHead
 
 PAIR_OBJECTIVES = ("nsp", "sop", None)
@@ -220,7 +221,7 @@ class BertPretrainer(keras.Model):
             self.pair_loss_tracker.update_state(pair_loss)
             self.pair_accuracy.update_state(y["pair_labels"], pair_logits)
             loss = loss + pair_loss
-        return loss
+        return scale_loss_for_replicas(loss)
 
     def get_config(self):
         return {

@@ -3,6 +3,7 @@
 import keras
 from keras import ops
 
+from kbert.backend_utils import scale_loss_for_replicas
 from kbert.pretraining.bert_pretrainer import (
     MASKED_LM_INPUTS,
     backbone_inputs,
@@ -174,7 +175,7 @@ class DistillationTrainer(keras.Model):
             cosine_loss = weighted_mean(1.0 - cosine, x["padding_mask"])
             self.cosine_loss_tracker.update_state(cosine_loss)
             loss = loss + self.cosine_weight * cosine_loss
-        return loss
+        return scale_loss_for_replicas(loss)
 
     def get_config(self):
         return {

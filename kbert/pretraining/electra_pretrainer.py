@@ -3,6 +3,7 @@
 import keras
 from keras import ops
 
+from kbert.backend_utils import scale_loss_for_replicas
 from kbert.layers.activations import get_activation
 from kbert.layers.transformer_encoder import TransformerEncoder
 from kbert.pretraining.bert_pretrainer import (
@@ -276,7 +277,7 @@ class ElectraPretrainer(keras.Model):
         self.discriminator_accuracy.update_state(
             labels, ops.sigmoid(logits), sample_weight=token_weights
         )
-        return mlm_loss + self.discriminator_weight * discriminator_loss
+        return scale_loss_for_replicas(mlm_loss + self.discriminator_weight * discriminator_loss)
 
     def get_config(self):
         return {

@@ -3,6 +3,7 @@
 import keras
 from keras import ops
 
+from kbert.backend_utils import scale_loss_for_replicas
 from kbert.layers.span_boundary_head import SpanBoundaryHead
 from kbert.pretraining.bert_pretrainer import (
     MASKED_LM_INPUTS,
@@ -117,7 +118,7 @@ class SpanBertPretrainer(keras.Model):
         self.mlm_accuracy.update_state(labels, mlm_logits, sample_weight=weights)
         self.sbo_loss_tracker.update_state(sbo_loss)
         self.sbo_accuracy.update_state(labels, sbo_logits, sample_weight=weights)
-        return mlm_loss + sbo_loss
+        return scale_loss_for_replicas(mlm_loss + sbo_loss)
 
     def get_config(self):
         return {

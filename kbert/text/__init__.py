@@ -12,7 +12,14 @@ import `kbert.text` where text is processed.
 """
 
 from kbert.text.segment_packer import SegmentPacker
+from kbert.text.sentence_piece_tokenizer import SentencePieceTokenizer, train_sentence_piece
 from kbert.text.word_piece_tokenizer import WordPieceTokenizer
 from kbert.text.word_piece_vocabulary import learn_word_piece_vocabulary
 
-__all__ = ["SegmentPacker", "WordPieceTokenizer", "learn_word_piece_vocabulary"]
+__all__ = [
+    "SegmentPacker",
+    "SentencePieceTokenizer",
+    "WordPieceTokenizer",
+    "learn_word_piece_vocabulary",
+    "train_sentence_piece",
+]

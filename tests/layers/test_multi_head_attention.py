@@ -12,6 +12,7 @@ from helpers import (
     run_standard_check,
     to_float32_numpy,
     to_numpy,
+    xla_call,
 )
 
 from kbert.layers import MultiHeadAttention
@@ -211,6 +212,19 @@ def test_padded_keys_never_influence_real_positions(path, policy):
     np.testing.assert_allclose(after[1, :5], before[1, :5], atol=1e-6, rtol=0)
     np.testing.assert_allclose(after[0], before[0], atol=1e-6, rtol=0)
     assert np.all(np.isfinite(after))
+
+
+@pytest.mark.parametrize("policy", ["mixed_float16", "mixed_bfloat16"])
+def test_xla_compiled_call_under_mixed_precision_matches_eager(policy):
+    # JAX on CPU cannot compile its fused kernel in float16; the layer must still compile.
+    keras.config.set_dtype_policy(policy)
+    layer = MultiHeadAttention(HEADS, KEY_DIM)
+    x = random_floats(np.random.default_rng(3), (BATCH, LENGTH, HIDDEN))
+    mask = padding_mask(LENGTHS, LENGTH)
+    eager = to_float32_numpy(layer(x, padding_mask=mask))
+    compiled = xla_call(layer, x, padding_mask=mask)
+    assert str(compiled.dtype) == layer.compute_dtype
+    np.testing.assert_allclose(compiled.astype("float32"), eager, atol=2e-2, rtol=0)
 
 
 def test_masked_keys_get_no_weight_in_cross_attention():

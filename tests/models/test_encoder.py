@@ -166,3 +166,57 @@ def test_hidden_size_must_divide_into_heads():
 def test_unknown_attention_is_rejected():
     with pytest.raises(ValueError, match="Unknown attention 'sparse'"):
         kbert.models.Encoder(**TINY, attention="sparse")
+
+
+SPARSE = {
+    "bigbird": {"block_size": 2, "num_random_blocks": 1},  # sparse from 15 tokens on
+    "longformer": {"window": 3},
+}
+
+
+def sparse_inputs(attention, length=20):
+    inputs = make_inputs(length=length)
+    if attention == "longformer":
+        inputs["global_attention_mask"] = np.zeros_like(inputs["token_ids"])
+        inputs["global_attention_mask"][:, [0, 9]] = 1
+    return inputs
+
+
+@pytest.mark.parametrize("attention", sorted(SPARSE))
+def test_sparse_attention_encoder_saves_compiles_and_ignores_padding(attention, tmp_path):
+    model = kbert.models.Encoder(
+        **dict(TINY, max_positions=32), attention=attention, attention_kwargs=SPARSE[attention]
+    )
+    assert type(model.transformer_layers[0].attention_layer) is kbert.models.ATTENTION_LAYERS[attention]
+    assert ("global_attention_mask" in model.input) == (attention == "longformer")
+    inputs = sparse_inputs(attention)
+    expected = to_numpy(model(inputs))
+    if keras.backend.backend() != "torch":  # no XLA path for PyTorch here
+        assert_close(xla_call(model, inputs), expected, atol=1e-5)
+
+    path = tmp_path / "encoder.keras"
+    model.save(path)
+    assert_close(keras.saving.load_model(path)(inputs), expected, atol=0)
+
+    changed = {key: value.copy() for key, value in inputs.items()}
+    changed["token_ids"][1, -3:] = [7, 8, 9]
+    real = inputs["padding_mask"].astype(bool)
+    second = to_numpy(model(changed))["sequence_output"]
+    np.testing.assert_allclose(second[real], expected["sequence_output"][real], atol=1e-6)
+
+    if attention == "longformer":  # the global_attention_mask input is optional
+        local = to_numpy(model(make_inputs(length=20)))["sequence_output"]
+        no_global = dict(inputs, global_attention_mask=np.zeros_like(inputs["token_ids"]))
+        np.testing.assert_allclose(
+            to_numpy(model(no_global))["sequence_output"][real], local[real], atol=1e-6
+        )
+        assert np.abs(expected["sequence_output"] - local).max() > 1e-3
+
+
+def test_per_layer_attention_kwargs():
+    model = kbert.models.Encoder(
+        **TINY, attention="longformer", attention_kwargs=[{"window": 2}, {"window": 5}]
+    )
+    assert [layer.attention_layer.window for layer in model.transformer_layers] == [2, 5]
+    with pytest.raises(ValueError, match="3 per-layer entries for num_layers=2"):
+        kbert.models.Encoder(**TINY, attention_kwargs=[{}, {}, {}])

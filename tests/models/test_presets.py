@@ -26,6 +26,8 @@ EXPECTED_PARAMETERS = {
     "electra_base_generator": 33_511_168,
     "electra_large_generator": 50_999_552,
     "distilbert_base": 66_362_880,
+    "bigbird_base": 127_468_800,
+    "longformer_base": 148_659_456,
 }
 
 

@@ -1,0 +1,274 @@
+"""Decoding loops for encoder-decoder models, as one compiled loop with static shapes.
+
+Why not keras-hub's samplers: they drive decoder-only `CausalLM`s through a
+prompt buffer and a single `call_with_cache` function; an encoder-decoder
+needs the encoder output and the per-layer cross-attention caches beside the
+self-attention cache, per-sequence stopping at EOS and beam reordering of all
+of them, so the loop is written here against the small interface of
+`kbert.models.T5` (`encode`, `decode`, `cross_attention_caches`,
+`self_attention_caches`, `decode_step`).
+"""
+
+
+import keras
+import numpy as np
+from keras import ops
+
+STRATEGIES = ("greedy", "sample", "beam")
+_NEGATIVE = -1e9  # a masked logit, in float32
+
+
+def _compile(fn, model, jit_compile):
+    """`fn(seed_state, *inputs)` as the backend runs it best: XLA on TF/JAX, eager on torch.
+
+    On JAX the model variables become arguments of the jitted function
+    (`keras.StatelessScope`), so weights are not baked into the program.
+    """
+    backend = keras.backend.backend()
+    if backend == "tensorflow" and jit_compile:
+        import tensorflow as tf
+
+        return tf.function(fn, jit_compile=True, reduce_retracing=True)
+    if backend == "jax" and jit_compile:
+        import jax
+
+        variables = list(model.trainable_variables) + list(model.non_trainable_variables)
+
+        def stateless(values, seed_state, *inputs):
+            with keras.StatelessScope(state_mapping=list(zip(variables, values))):
+                return fn(seed_state, *inputs)
+
+        jitted = jax.jit(stateless)
+        return lambda seed_state, *inputs: jitted(
+            [v.value for v in variables], seed_state, *inputs
+        )
+    if backend == "torch":
+        import torch
+
+        def no_grad(*args):
+            with torch.no_grad():
+                return fn(*args)
+
+        return no_grad
+    return fn
+
+
+class Seq2SeqGenerator:
+    """Generates target token ids from encoder inputs with a `kbert.models.T5`.
+
+    One `keras.ops.while_loop` over a fixed-size buffer of `max_new_tokens`
+    (XLA-compiled on TensorFlow and JAX, eager under `torch.no_grad` on
+    PyTorch), stopping when every sequence has produced `end_id`; after its
+    end id a sequence is padded with `pad_id`. With `use_cache` each step runs
+    the decoder on one token against per-layer key/value caches (cross-attention
+    keys and values are projected once); without it each step re-runs the
+    decoder over the whole buffer (causally masked), which is the baseline the
+    cache is measured against.
+
+    Strategies (ALGORITHMS.md §7): `"greedy"` (argmax); `"sample"`, from
+    `softmax(logits / temperature)` after keeping the `top_k` largest logits
+    and then the smallest set of most likely tokens whose mass reaches
+    `top_p` (the reference order: temperature, top-k, top-p); `"beam"`, a
+    fixed-width beam search of `num_beams` beams where finished beams stay in
+    the beam at no further cost, and the best final beam maximises
+    `log p / length ** length_penalty`.
+
+    Args:
+        model: a `kbert.models.T5` (or any model with its generation interface).
+        max_new_tokens: length of the generated buffer.
+        strategy: one of `STRATEGIES`.
+        temperature, top_k, top_p: sampling options.
+        num_beams, length_penalty: beam-search options.
+        use_cache: incremental decoding with key/value caches.
+        jit_compile: compile the loop with XLA (TensorFlow, JAX).
+        seed: seed of the sampling `keras.random.SeedGenerator`.
+        start_id, end_id, pad_id: default to the model's (T5: 0, 1, 0).
+
+    Call arguments:
+        inputs: dict with `encoder_token_ids` and `encoder_padding_mask`, `(batch, length)`.
+
+    Returns:
+        int32 NumPy `(batch, max_new_tokens)`, the start id excluded.
+
+    Example:
+    ```python
+    generator = Seq2SeqGenerator(kbert.models.t5_small(), max_new_tokens=32)
+    ids = generator({"encoder_token_ids": ids, "encoder_padding_mask": mask})
+    ```
+    """
+
+    def __init__(
+        self,
+        model,
+        max_new_tokens=64,
+        strategy="greedy",
+        temperature=1.0,
+        top_k=None,
+        top_p=None,
+        num_beams=4,
+        length_penalty=1.0,
+        use_cache=True,
+        jit_compile=True,
+        seed=None,
+        start_id=None,
+        end_id=None,
+        pad_id=None,
+    ):
+        if strategy not in STRATEGIES:
+            raise ValueError(f"Unknown strategy {strategy!r}; choose one of {STRATEGIES}.")
+        if max_new_tokens < 1:
+            raise ValueError(f"max_new_tokens must be at least 1; received {max_new_tokens}.")
+        if temperature <= 0:
+            raise ValueError(f"temperature must be positive; received {temperature}.")
+        if top_k is not None and not 1 <= top_k <= model.vocabulary_size:
+            raise ValueError(
+                f"top_k must be in [1, {model.vocabulary_size}]; received {top_k}."
+            )
+        if top_p is not None and not 0 < top_p <= 1:
+            raise ValueError(f"top_p must be in (0, 1]; received {top_p}.")
+        if num_beams < 1:
+            raise ValueError(f"num_beams must be at least 1; received {num_beams}.")
+        self.model = model
+        self.max_new_tokens = int(max_new_tokens)
+        self.strategy = strategy
+        self.temperature = float(temperature)
+        self.top_k = top_k
+        self.top_p = top_p
+        self.num_beams = int(num_beams) if strategy == "beam" else 1
+        self.length_penalty = float(length_penalty)
+        self.use_cache = bool(use_cache)
+        self.start_id = model.pad_id if start_id is None else int(start_id)
+        self.end_id = model.end_id if end_id is None else int(end_id)
+        self.pad_id = model.pad_id if pad_id is None else int(pad_id)
+        self.seed_generator = keras.random.SeedGenerator(seed)
+        self._function = _compile(self._generate, model, jit_compile)
+
+    def __call__(self, inputs):
+        missing = {"encoder_token_ids", "encoder_padding_mask"} - set(inputs)
+        if missing:
+            raise ValueError(f"inputs lack {sorted(missing)}.")
+        token_ids = ops.convert_to_tensor(np.asarray(inputs["encoder_token_ids"], "int32"))
+        padding_mask = ops.convert_to_tensor(np.asarray(inputs["encoder_padding_mask"], "int32"))
+        if len(token_ids.shape) != 2 or tuple(token_ids.shape) != tuple(padding_mask.shape):
+            raise ValueError(
+                "encoder_token_ids and encoder_padding_mask must both be (batch, length); "
+                f"received {tuple(token_ids.shape)} and {tuple(padding_mask.shape)}."
+            )
+        tokens, seed_state = self._function(self.seed_generator.state.value, token_ids, padding_mask)
+        self.seed_generator.state.assign(seed_state)
+        return np.asarray(ops.convert_to_numpy(tokens), "int32")
+
+    # --- The loop ---------------------------------------------------------------
+
+    def _generate(self, seed_state, token_ids, padding_mask):
+        model, steps, beams = self.model, self.max_new_tokens, self.num_beams
+        batch = ops.shape(token_ids)[0]
+        encoder_outputs = model.encode(token_ids, padding_mask)
+        if beams > 1:
+            encoder_outputs = ops.repeat(encoder_outputs, beams, axis=0)
+            padding_mask = ops.repeat(padding_mask, beams, axis=0)
+        rows = batch * beams
+        tokens = ops.concatenate(
+            [
+                ops.full((rows, 1), self.start_id, "int32"),
+                ops.full((rows, steps), self.pad_id, "int32"),
+            ],
+            axis=1,
+        )
+        if self.use_cache:
+            cross_caches = model.cross_attention_caches(encoder_outputs)
+            caches = model.self_attention_caches(rows, steps)
+        else:
+            caches = ()
+        finished = ops.zeros((rows,), "bool")
+        # Beam scores: only the first beam of each row is live at the start.
+        scores = ops.tile(
+            ops.convert_to_tensor([[0.0] + [_NEGATIVE] * (beams - 1)], "float32"), (batch, 1)
+        )
+
+        def next_logits(index, tokens, caches):
+            if self.use_cache:
+                current = ops.expand_dims(ops.take(tokens, index, axis=1), 1)
+                return model.decode_step(current, index, caches, cross_caches, padding_mask)
+            decoder_ids = tokens[:, :steps]
+            logits = model.decode(
+                decoder_ids, ops.ones_like(decoder_ids), encoder_outputs, padding_mask
+            )
+            return ops.take(logits, index, axis=1), caches
+
+        def cond(index, tokens, caches, finished, scores, seed_state):
+            return ops.logical_and(index < steps, ops.logical_not(ops.all(finished)))
+
+        def body(index, tokens, caches, finished, scores, seed_state):
+            logits, caches = next_logits(index, tokens, caches)
+            logits = ops.cast(logits, "float32")
+            if beams > 1:
+                order, next_ids, scores = self._beam_step(logits, scores, finished)
+                tokens = ops.take(tokens, order, axis=0)
+                caches = tuple(ops.take(cache, order, axis=0) for cache in caches)
+                finished = ops.take(finished, order, axis=0)
+            else:
+                next_ids, seed_state = self._next_token(logits, seed_state)
+            next_ids = ops.where(finished, self.pad_id, ops.cast(next_ids, "int32"))
+            tokens = ops.slice_update(tokens, [0, index + 1], ops.expand_dims(next_ids, 1))
+            finished = ops.logical_or(finished, ops.equal(next_ids, self.end_id))
+            return index + 1, tokens, caches, finished, scores, seed_state
+
+        loop_vars = (ops.convert_to_tensor(0, "int32"), tokens, caches, finished, scores, seed_state)
+        _, tokens, _, _, scores, seed_state = ops.while_loop(cond, body, loop_vars)
+        tokens = tokens[:, 1:]
+        if beams > 1:
+            tokens = self._best_beams(tokens, scores, batch)
+        return tokens, seed_state
+
+    def _next_token(self, logits, seed_state):
+        """Greedy or sampled ids `(rows,)` from float32 logits `(rows, vocab)`."""
+        if self.strategy == "greedy":
+            return ops.argmax(logits, axis=-1), seed_state
+        logits = logits / self.temperature
+        if self.top_k is not None:
+            kth = ops.top_k(logits, self.top_k)[0][:, -1:]
+            logits = ops.where(logits < kth, _NEGATIVE, logits)
+        if self.top_p is not None and self.top_p < 1:
+            ordered = ops.top_k(logits, ops.shape(logits)[-1])[0]
+            probabilities = ops.softmax(ordered, axis=-1)
+            # Keep a token while the mass before it is below top_p (at least one).
+            keep = (ops.cumsum(probabilities, axis=-1) - probabilities) < self.top_p
+            threshold = ops.min(ops.where(keep, ordered, np.inf), axis=-1, keepdims=True)
+            logits = ops.where(logits < threshold, _NEGATIVE, logits)
+        state = self.seed_generator.state
+        with keras.StatelessScope(state_mapping=[(state, seed_state)]) as scope:
+            ids = keras.random.categorical(logits, 1, seed=self.seed_generator)[:, 0]
+            seed_state = scope.get_current_value(state)
+        return ids, seed_state
+
+    def _beam_step(self, logits, scores, finished):
+        """Reorder indices `(rows,)`, next ids `(rows,)` and scores `(batch, beams)`."""
+        beams = self.num_beams
+        vocabulary = ops.shape(logits)[-1]
+        log_probabilities = ops.log_softmax(logits, axis=-1)
+        # A finished beam continues with padding at no cost.
+        padding_row = ops.where(ops.arange(vocabulary) == self.pad_id, 0.0, _NEGATIVE)
+        log_probabilities = ops.where(
+            finished[:, None], ops.cast(padding_row, "float32")[None, :], log_probabilities
+        )
+        candidates = ops.reshape(scores, (-1, 1)) + log_probabilities
+        candidates = ops.reshape(candidates, (-1, beams * vocabulary))
+        scores, flat = ops.top_k(candidates, beams)
+        source_beam = flat // vocabulary
+        next_ids = ops.reshape(flat % vocabulary, (-1,))
+        batch = ops.shape(scores)[0]
+        order = ops.reshape(ops.arange(batch)[:, None] * beams + source_beam, (-1,))
+        return order, next_ids, scores
+
+    def _best_beams(self, tokens, scores, batch):
+        """The beam with the best length-normalised score, per row: `(batch, steps)`."""
+        beams, steps = self.num_beams, self.max_new_tokens
+        is_end = ops.equal(tokens, self.end_id)
+        first_end = ops.argmax(ops.cast(is_end, "int32"), axis=-1)
+        lengths = ops.where(ops.any(is_end, axis=-1), first_end + 1, steps)
+        lengths = ops.reshape(ops.cast(lengths, "float32"), (batch, beams))
+        normalized = scores / lengths**self.length_penalty
+        best = ops.argmax(normalized, axis=-1)
+        tokens = ops.reshape(tokens, (batch, beams, steps))
+        return ops.take_along_axis(tokens, best[:, None, None], axis=1)[:, 0, :]

@@ -1,0 +1,234 @@
+"""BigBird block-sparse attention (ITC: global, sliding and random blocks)."""
+
+import keras
+import numpy as np
+from keras import ops
+
+from kbert.layers.multi_head_attention import MultiHeadAttention
+from kbert.layers.sparse_attention import (
+    check_self_attention,
+    padded_key_mask,
+    softmax_pieces,
+    static_length,
+)
+
+
+@keras.saving.register_keras_serializable(package="kbert")
+class BigBirdAttention(MultiHeadAttention):
+    """BigBird block-sparse self-attention (ITC variant), linear in the sequence length.
+
+    The sequence is cut into blocks of `block_size` tokens (padded to a
+    multiple of it; the padding is masked and stripped). The first and last
+    blocks are global: they attend to every key and every query attends to
+    them. Every other query block `i` attends to the window `{i-1, i, i+1}` and
+    to `num_random_blocks` random blocks chosen outside the window and the
+    globals, without repetition (ALGORITHMS.md §4). The result equals dense
+    attention restricted to `attention_pattern(n)`.
+
+    The random plan is a constant of the configuration: for a padded length it
+    is drawn from `numpy.random.default_rng([seed, num_blocks])`, once, and
+    reused for every call, in training and inference alike (the reference
+    library redraws it per call in training and uses block 0 at inference).
+    Shapes are therefore static and the layer compiles under XLA. It is
+    computed by blocks (reshapes, fixed slices, concatenation, batched einsum,
+    one constant-index gather for the random blocks): memory is O(n·b), never
+    an n×n tensor.
+
+    Short sequences: like the reference (`transformers` BigBird), a sequence of
+    `n <= (5 + 2·num_random_blocks)·block_size` tokens (704 with the defaults)
+    takes full attention; `attention_pattern(n)` is then all True.
+
+    Self-attention with a `padding_mask` only: `value`/`key` inputs and an
+    `attention_mask` are rejected, and the sequence length must be static.
+
+    Args:
+        num_heads: number of heads.
+        key_dim: width of each head.
+        block_size: tokens per block (BigBird: 64).
+        num_random_blocks: random key blocks per query block (BigBird: 3).
+        seed: seed of the random block plan.
+        **kwargs: the other `MultiHeadAttention` arguments (`dropout`,
+            `kernel_initializer`, ...).
+
+    Example:
+    >>> attention = BigBirdAttention(num_heads=2, key_dim=4, block_size=2,
+    ...                              num_random_blocks=1)
+    >>> x = keras.ops.ones((1, 20, 8))
+    >>> tuple(attention(x).shape)
+    (1, 20, 8)
+    >>> attention.random_plan(20).shape  # (heads, blocks - 2, random blocks)
+    (2, 8, 1)
+
+    References:
+        Zaheer et al., "Big Bird: Transformers for Longer Sequences", 2020.
+    """
+
+    def __init__(self, num_heads, key_dim, block_size=64, num_random_blocks=3, seed=0, **kwargs):
+        super().__init__(num_heads, key_dim, **kwargs)
+        if int(block_size) < 1:
+            raise ValueError(f"block_size must be a positive integer; received {block_size}.")
+        if int(num_random_blocks) < 0:
+            raise ValueError(
+                f"num_random_blocks must be 0 or more; received {num_random_blocks}."
+            )
+        self.block_size = int(block_size)
+        self.num_random_blocks = int(num_random_blocks)
+        self.seed = int(seed)
+        self._plans = {}
+
+    @property
+    def full_attention_length(self):
+        """The longest sequence that takes full attention, `(5 + 2r)·b` (as the reference)."""
+        return (5 + 2 * self.num_random_blocks) * self.block_size
+
+    def _num_blocks(self, sequence_length):
+        return -(-int(sequence_length) // self.block_size)
+
+    def random_plan(self, sequence_length):
+        """The random key blocks of each head and middle query block.
+
+        Args:
+            sequence_length: the (unpadded) sequence length.
+
+        Returns:
+            int32 NumPy array `(num_heads, num_blocks - 2, num_random_blocks)`:
+            row `i - 1` holds the random blocks of query block `i`
+            (`1 <= i <= num_blocks - 2`). Each is outside `{0, i-1, i, i+1,
+            num_blocks-1}`, and a row has no repeats.
+        """
+        num_blocks = self._num_blocks(sequence_length)
+        r = self.num_random_blocks
+        if num_blocks - 5 < r:
+            raise ValueError(
+                f"A sequence of {sequence_length} tokens has {num_blocks} blocks of "
+                f"{self.block_size}: too few to draw {r} random blocks outside the "
+                "window and the global blocks (need num_blocks >= num_random_blocks + 5)."
+            )
+        if num_blocks not in self._plans:
+            rng = np.random.default_rng([self.seed, num_blocks])
+            plan = np.zeros((self.num_heads, num_blocks - 2, r), "int32")
+            for head in range(self.num_heads):
+                for i in range(1, num_blocks - 1):
+                    excluded = {i - 1, i, i + 1}
+                    eligible = [j for j in range(1, num_blocks - 1) if j not in excluded]
+                    plan[head, i - 1] = rng.choice(eligible, size=r, replace=False)
+            self._plans[num_blocks] = plan
+        return self._plans[num_blocks].copy()
+
+    def attention_pattern(self, sequence_length):
+        """The equivalent dense pattern: bool NumPy `(num_heads, n, n)`, True = attends."""
+        n = int(sequence_length)
+        if n <= self.full_attention_length:
+            return np.ones((self.num_heads, n, n), bool)
+        num_blocks, b = self._num_blocks(n), self.block_size
+        plan = self.random_plan(n)
+        blocks = np.zeros((self.num_heads, num_blocks, num_blocks), bool)
+        blocks[:, [0, -1], :] = True
+        blocks[:, :, [0, -1]] = True
+        for i in range(1, num_blocks - 1):
+            blocks[:, i, i - 1 : i + 2] = True
+            for head in range(self.num_heads):
+                blocks[head, i, plan[head, i - 1]] = True
+        pattern = np.repeat(np.repeat(blocks, b, axis=1), b, axis=2)
+        return pattern[:, :n, :n]
+
+    def call(
+        self,
+        query,
+        value=None,
+        key=None,
+        padding_mask=None,
+        attention_mask=None,
+        training=None,
+    ):
+        check_self_attention(self, value, key, attention_mask)
+        return super().call(query, padding_mask=padding_mask, training=training)
+
+    def attend(self, query, key, value, mask=None, training=None):
+        """Block-sparse kernel; `mask` is the `(batch, 1, 1, n)` key padding mask or `None`."""
+        n = static_length(self, query)
+        if n <= self.full_attention_length:
+            return super().attend(query, key, value, mask=mask, training=training)
+        b, r, h = self.block_size, self.num_random_blocks, self.num_heads
+        num_blocks = self._num_blocks(n)
+        padded = num_blocks * b
+        key_mask = padded_key_mask(query, mask, n, padded)  # (batch, padded) bool
+
+        def blocked(x):  # (batch, n, heads, dim) -> (batch, heads, blocks, b, dim)
+            x = ops.pad(x, ((0, 0), (0, padded - n), (0, 0), (0, 0)))
+            x = ops.transpose(x, (0, 2, 1, 3))
+            return ops.reshape(x, (-1, h, num_blocks, b, x.shape[-1]))
+
+        q = blocked(query * ops.cast(self.score_scale, query.dtype))
+        k, v = blocked(key), blocked(value)
+        mask_blocks = ops.reshape(key_mask, (-1, num_blocks, b))
+
+        # Global query blocks 0 and nb-1: dense over every key.
+        q_global = ops.concatenate([q[:, :, 0], q[:, :, -1]], axis=2)  # (B, h, 2b, d)
+        k_all = ops.reshape(k, (-1, h, padded, k.shape[-1]))
+        v_all = ops.reshape(v, (-1, h, padded, v.shape[-1]))
+        scores = ops.einsum("bhqd,bhkd->bhqk", q_global, k_all)
+        (probabilities,) = softmax_pieces(
+            [(scores, key_mask[:, None, None, :])], self.compute_dtype, self.dropout_layer, training
+        )
+        global_context = ops.einsum("bhqk,bhkd->bhqd", probabilities, v_all)
+
+        # Middle query blocks 1..nb-2: [first | window of 3 | random | last].
+        # Row 1's window already holds block 0 and row nb-2's holds block nb-1,
+        # so their separate first / last copies are masked out.
+        q_mid = q[:, :, 1:-1]  # (B, h, nb-2, b, d)
+        band_k = ops.concatenate([k[:, :, :-2], k[:, :, 1:-1], k[:, :, 2:]], axis=3)
+        band_v = ops.concatenate([v[:, :, :-2], v[:, :, 1:-1], v[:, :, 2:]], axis=3)
+        band_mask = ops.concatenate(
+            [mask_blocks[:, :-2], mask_blocks[:, 1:-1], mask_blocks[:, 2:]], axis=2
+        )
+        rows = np.arange(1, num_blocks - 1)
+        not_second = ops.convert_to_tensor((rows != 1)[None, None, :, None, None])
+        not_penultimate = ops.convert_to_tensor((rows != num_blocks - 2)[None, None, :, None, None])
+        first_mask = ops.logical_and(mask_blocks[:, None, None, None, 0, :], not_second)
+        last_mask = ops.logical_and(mask_blocks[:, None, None, None, -1, :], not_penultimate)
+
+        plan = self.random_plan(n)  # (h, nb-2, r)
+        flat = (np.arange(h)[:, None, None] * num_blocks + plan).reshape(-1)
+
+        def gather_random(x):  # (B, h, nb, b, d) -> (B, h, nb-2, r*b, d)
+            x = ops.reshape(x, (-1, h * num_blocks, b, x.shape[-1]))
+            x = ops.take(x, flat, axis=1)
+            return ops.reshape(x, (-1, h, num_blocks - 2, r * b, x.shape[-1]))
+
+        random_k, random_v = gather_random(k), gather_random(v)
+        random_mask = ops.take(mask_blocks, plan.reshape(-1), axis=1)
+        random_mask = ops.reshape(random_mask, (-1, h, num_blocks - 2, 1, r * b))
+
+        pieces = [
+            (ops.einsum("bhnqd,bhkd->bhnqk", q_mid, k[:, :, 0]), first_mask),
+            (ops.einsum("bhnqd,bhnkd->bhnqk", q_mid, band_k), band_mask[:, None, :, None, :]),
+            (ops.einsum("bhnqd,bhnkd->bhnqk", q_mid, random_k), random_mask),
+            (ops.einsum("bhnqd,bhkd->bhnqk", q_mid, k[:, :, -1]), last_mask),
+        ]
+        p_first, p_band, p_random, p_last = softmax_pieces(
+            pieces, self.compute_dtype, self.dropout_layer, training
+        )
+        middle_context = (
+            ops.einsum("bhnqk,bhkd->bhnqd", p_first, v[:, :, 0])
+            + ops.einsum("bhnqk,bhnkd->bhnqd", p_band, band_v)
+            + ops.einsum("bhnqk,bhnkd->bhnqd", p_random, random_v)
+            + ops.einsum("bhnqk,bhkd->bhnqd", p_last, v[:, :, -1])
+        )
+        middle_context = ops.reshape(middle_context, (-1, h, (num_blocks - 2) * b, v.shape[-1]))
+        context = ops.concatenate(
+            [global_context[:, :, :b], middle_context, global_context[:, :, b:]], axis=2
+        )
+        return ops.transpose(context[:, :, :n], (0, 2, 1, 3))
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(
+            {
+                "block_size": self.block_size,
+                "num_random_blocks": self.num_random_blocks,
+                "seed": self.seed,
+            }
+        )
+        return config
+

@@ -1,0 +1,288 @@
+"""Longformer sliding-window attention with global tokens, static shapes."""
+
+import keras
+import numpy as np
+from keras import ops
+
+from kbert.backend_utils import is_eager_tensor
+from kbert.layers.multi_head_attention import MultiHeadAttention
+from kbert.layers.sparse_attention import (
+    check_self_attention,
+    padded_key_mask,
+    softmax_pieces,
+    static_length,
+)
+
+
+@keras.saving.register_keras_serializable(package="kbert")
+class LongformerAttention(MultiHeadAttention):
+    """Longformer self-attention: a sliding window plus global tokens, linear in the length.
+
+    Each token attends to the keys at distance `dilation·k`, `|k| <= window`
+    (a one-sided window `w`: HF's `attention_window` is `2w`), and to every
+    global token. Global tokens (`global_attention_mask` 1) attend to every
+    real key with their own projections `query_global`, `key_global`,
+    `value_global` (ALGORITHMS.md §5). Global keys are taken out of the window
+    and appended as extra score columns, computed with the local key and
+    value, in one joint softmax, as in the reference.
+
+    Computation is chunked: queries in blocks of `w` against the 3 blocks
+    around them (`3w` keys), a third more than the minimal band and O(n·w)
+    memory. Dilation (one value, or one per head) reorders each head's tokens
+    by residue modulo the dilation, which turns a dilated window into a plain
+    one on each residue class; heads are grouped by dilation. Any length
+    works: the sequence is padded to a multiple of `w·dilation` inside the
+    layer and the padding masked and stripped, so a short sequence (under
+    `w+1` tokens) simply gets full attention, as in the reference.
+
+    Static shapes and the global-token limit: the global positions are found
+    with a fixed-size `top_k`, so at most `max_global_tokens` (64 by default)
+    tokens per sequence are global; shapes never depend on the data and the
+    layer compiles under XLA. An eager call with more global tokens raises a
+    `ValueError`; in a compiled call the first `max_global_tokens` of them are
+    global and the rest act as local tokens. The extra cost is O(n·g) for `g =
+    max_global_tokens`. Without a `global_attention_mask` the global
+    projections are unused.
+
+    Self-attention with a `padding_mask` only: `value`/`key` inputs and an
+    `attention_mask` are rejected, and the sequence length must be static.
+    Outputs at padding positions are not zeroed (the reference zeroes them);
+    they never influence real positions.
+
+    Args:
+        num_heads: number of heads.
+        key_dim: width of each head.
+        window: one-sided window `w` (Longformer-base: 256).
+        dilation: window dilation, an int or a list of one int per head.
+        max_global_tokens: most global tokens per sequence.
+        **kwargs: the other `MultiHeadAttention` arguments.
+
+    Call arguments:
+        query: `(batch, sequence, width)`.
+        padding_mask: 0/1 `(batch, sequence)`.
+        global_attention_mask: optional 0/1 `(batch, sequence)`: 1 for global tokens.
+        training: whether attention dropout is active.
+
+    Example:
+    >>> attention = LongformerAttention(num_heads=2, key_dim=4, window=3)
+    >>> x = keras.ops.ones((1, 10, 8))
+    >>> glob = keras.ops.one_hot(keras.ops.zeros((1,), "int32"), 10)
+    >>> tuple(attention(x, global_attention_mask=glob).shape)
+    (1, 10, 8)
+
+    References:
+        Beltagy et al., "Longformer: The Long-Document Transformer", 2020.
+    """
+
+    def __init__(
+        self, num_heads, key_dim, window=256, dilation=1, max_global_tokens=64, **kwargs
+    ):
+        super().__init__(num_heads, key_dim, **kwargs)
+        if int(window) < 1:
+            raise ValueError(f"window must be a positive integer; received {window}.")
+        dilations = [dilation] * int(num_heads) if np.isscalar(dilation) else list(dilation)
+        if len(dilations) != self.num_heads or any(int(x) < 1 for x in dilations):
+            raise ValueError(
+                "dilation must be a positive integer or a list of one per head "
+                f"({self.num_heads}); received {dilation}."
+            )
+        if int(max_global_tokens) < 1:
+            raise ValueError(
+                f"max_global_tokens must be a positive integer; received {max_global_tokens}."
+            )
+        self.window = int(window)
+        self.dilation = int(dilation) if np.isscalar(dilation) else [int(x) for x in dilation]
+        self.max_global_tokens = int(max_global_tokens)
+
+    @property
+    def head_dilations(self):
+        """The dilation of each head, as a list."""
+        if isinstance(self.dilation, int):
+            return [self.dilation] * self.num_heads
+        return list(self.dilation)
+
+    def build(self, query_shape, value_shape=None, key_shape=None):
+        super().build(query_shape)
+        self.query_global_dense = self._dense(self.num_heads * self.key_dim, "query_global")
+        self.query_global_dense.build(query_shape)
+        self.key_global_dense = self._dense(self.num_heads * self.key_dim, "key_global")
+        self.key_global_dense.build(query_shape)
+        self.value_global_dense = self._dense(self.num_heads * self.value_dim, "value_global")
+        self.value_global_dense.build(query_shape)
+
+    def attention_pattern(self, sequence_length, global_positions=()):
+        """The equivalent dense pattern: bool NumPy `(num_heads, n, n)`, True = attends.
+
+        Global rows and columns are True (global rows use the global projections).
+        """
+        n = int(sequence_length)
+        distance = np.arange(n)[:, None] - np.arange(n)[None, :]
+        pattern = np.stack(
+            [(np.abs(distance) <= self.window * d) & (distance % d == 0) for d in self.head_dilations]
+        )
+        positions = list(global_positions)
+        pattern[:, positions, :] = True
+        pattern[:, :, positions] = True
+        return pattern
+
+    def call(
+        self,
+        query,
+        value=None,
+        key=None,
+        padding_mask=None,
+        attention_mask=None,
+        training=None,
+        global_attention_mask=None,
+    ):
+        check_self_attention(self, value, key, attention_mask)
+        if global_attention_mask is None:
+            return super().call(query, padding_mask=padding_mask, training=training)
+        n = static_length(self, query)
+        if len(global_attention_mask.shape) != 2:
+            raise ValueError(
+                "global_attention_mask must have shape (batch, sequence); "
+                f"received shape {tuple(global_attention_mask.shape)}."
+            )
+        q = self.split_heads(self.query_dense(query), self.key_dim)
+        k = self.split_heads(self.key_dense(query), self.key_dim)
+        v = self.split_heads(self.value_dense(query), self.value_dim)
+        real = padded_key_mask(query, padding_mask, n, n)
+        is_global = ops.logical_and(ops.cast(global_attention_mask, "bool"), real)
+        self._check_global_count(is_global)
+
+        # The first g global positions, in a fixed number of slots.
+        g = min(self.max_global_tokens, n)
+        order = ops.where(is_global, 2.0 * n, 0.0) - ops.arange(n, dtype="float32")[None, :]
+        _, slots = ops.top_k(order, k=g)  # (batch, g): global positions first, in order
+        slot_valid = ops.take_along_axis(is_global, slots, axis=1)
+        # one_hot[b, i, s]: position i sits in valid slot s.
+        one_hot = ops.logical_and(
+            ops.equal(slots[:, None, :], ops.arange(n, dtype=slots.dtype)[None, :, None]),
+            slot_valid[:, None, :],
+        )
+        is_global = ops.any(one_hot, axis=-1)  # those beyond g act as local tokens
+
+        def gather(x):  # (batch, n, ...) -> (batch, g, ...)
+            index = ops.reshape(slots, (-1, g) + (1,) * (len(x.shape) - 2))
+            return ops.take_along_axis(x, index, axis=1)
+
+        context = self._windowed(
+            q,
+            k,
+            v,
+            ops.logical_and(real, ops.logical_not(is_global)),
+            (gather(k), gather(v), slot_valid),
+            training,
+        )
+
+        # Global rows: every real key, with the global projections.
+        q_global = self.split_heads(self.query_global_dense(gather(query)), self.key_dim)
+        k_global = self.split_heads(self.key_global_dense(query), self.key_dim)
+        v_global = self.split_heads(self.value_global_dense(query), self.value_dim)
+        q_global = q_global * ops.cast(self.score_scale, q_global.dtype)
+        scores = ops.einsum("bqhd,bkhd->bhqk", q_global, k_global)
+        (probabilities,) = softmax_pieces(
+            [(scores, real[:, None, None, :])], self.compute_dtype, self.dropout_layer, training
+        )
+        global_context = ops.einsum("bhqk,bkhd->bqhd", probabilities, v_global)
+        placed = ops.einsum("bns,bshd->bnhd", ops.cast(one_hot, global_context.dtype), global_context)
+        context = ops.where(is_global[:, :, None, None], placed, context)
+        context = ops.reshape(context, (-1, n, self.num_heads * self.value_dim))
+        return self.output_dense(context)
+
+    def _check_global_count(self, is_global):
+        if not is_eager_tensor(is_global):
+            return
+        counts = ops.convert_to_numpy(ops.sum(ops.cast(is_global, "int32"), axis=1))
+        if counts.size and counts.max() > self.max_global_tokens:
+            raise ValueError(
+                f"A sequence has {int(counts.max())} global tokens; this "
+                f"LongformerAttention takes at most max_global_tokens={self.max_global_tokens}."
+            )
+
+    def attend(self, query, key, value, mask=None, training=None):
+        """Sliding-window kernel without global tokens; `mask` is the `(batch, 1, 1, n)` padding mask."""
+        n = static_length(self, query)
+        return self._windowed(query, key, value, padded_key_mask(query, mask, n, n), None, training)
+
+    def _windowed(self, query, key, value, key_valid, global_keys, training):
+        """Window attention of each dilation group of heads; `(batch, n, heads, dim)` out."""
+        dilations = self.head_dilations
+        groups = sorted(set(dilations))
+        if len(groups) == 1:
+            return self._band(query, key, value, key_valid, global_keys, groups[0], training)
+        outputs, order = [], []
+        for dilation in groups:
+            heads = [i for i, d in enumerate(dilations) if d == dilation]
+            order.extend(heads)
+
+            def select(x, heads=heads):
+                return ops.take(x, np.array(heads), axis=2)
+
+            selected = None
+            if global_keys is not None:
+                selected = (select(global_keys[0]), select(global_keys[1]), global_keys[2])
+            outputs.append(
+                self._band(
+                    select(query), select(key), select(value), key_valid, selected, dilation, training
+                )
+            )
+        inverse = np.argsort(order)
+        return ops.take(ops.concatenate(outputs, axis=2), inverse, axis=2)
+
+    def _band(self, query, key, value, key_valid, global_keys, dilation, training):
+        n, w, heads = query.shape[1], self.window, query.shape[2]
+        unit = w * dilation
+        padded = -(-n // unit) * unit
+        rows = padded // dilation  # tokens per residue class
+        blocks = rows // w
+
+        def blocked(x):  # (B, n, h, d) -> (B, h, dilation, blocks, w, d)
+            x = ops.pad(x, ((0, 0), (0, padded - n), (0, 0), (0, 0)))
+            x = ops.reshape(x, (-1, rows, dilation, heads, x.shape[-1]))
+            x = ops.transpose(x, (0, 3, 2, 1, 4))
+            return ops.reshape(x, (-1, heads, dilation, blocks, w, x.shape[-1]))
+
+        def neighbours(x, axis):  # blocks i-1, i, i+1 side by side (zero blocks at the ends)
+            pad = [(0, 0)] * len(x.shape)
+            pad[axis] = (1, 1)
+            x = ops.pad(x, pad)
+            size, before = x.shape[axis], (slice(None),) * axis
+            parts = [x[before + (slice(start, start + size - 2),)] for start in range(3)]
+            return ops.concatenate(parts, axis=axis + 1)
+
+        q = blocked(query * ops.cast(self.score_scale, query.dtype))
+        k_band = neighbours(blocked(key), 3)  # (B, h, z, blocks, 3w, d)
+        v_band = neighbours(blocked(value), 3)
+        valid = ops.pad(key_valid, ((0, 0), (0, padded - n)), constant_values=False)
+        valid = ops.transpose(ops.reshape(valid, (-1, rows, dilation)), (0, 2, 1))
+        valid = neighbours(ops.reshape(valid, (-1, dilation, blocks, w)), 2)  # (B, z, blocks, 3w)
+        offset = np.arange(3 * w)[None, :] - w - np.arange(w)[:, None]
+        in_window = ops.convert_to_tensor(np.abs(offset) <= w)  # (w, 3w)
+        band_mask = ops.logical_and(valid[:, None, :, :, None, :], in_window)
+
+        pieces = [(ops.einsum("bhznqd,bhznkd->bhznqk", q, k_band), band_mask)]
+        if global_keys is not None:
+            k_global, v_global, slot_valid = global_keys
+            scores = ops.einsum("bhznqd,bghd->bhznqg", q, k_global)
+            pieces.append((scores, slot_valid[:, None, None, None, None, :]))
+        probabilities = softmax_pieces(pieces, self.compute_dtype, self.dropout_layer, training)
+        context = ops.einsum("bhznqk,bhznkd->bhznqd", probabilities[0], v_band)
+        if global_keys is not None:
+            context = context + ops.einsum("bhznqg,bghd->bhznqd", probabilities[1], v_global)
+        context = ops.reshape(context, (-1, heads, dilation, rows, context.shape[-1]))
+        context = ops.transpose(context, (0, 3, 2, 1, 4))  # (B, rows, z, h, d)
+        context = ops.reshape(context, (-1, padded, heads, context.shape[-1]))
+        return context[:, :n]
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(
+            {
+                "window": self.window,
+                "dilation": self.dilation,
+                "max_global_tokens": self.max_global_tokens,
+            }
+        )
+        return config

@@ -1,0 +1,109 @@
+"""A SentencePiece tokenizer on tensorflow-text, and training of a SentencePiece model.
+
+`tensorflow_text.SentencepieceTokenizer` runs the model inside TensorFlow
+graphs, so tokenizing runs in `tf.data.Dataset.map` whatever the Keras
+backend; training uses the `sentencepiece` package (`pip install
+sentencepiece`, in the `text` extra), imported when called.
+"""
+
+import io
+import os
+
+from kbert.backend_utils import lazy_import
+
+tf = lazy_import("tensorflow")
+tf_text = lazy_import("tensorflow_text")
+
+
+def train_sentence_piece(
+    sentences,
+    vocabulary_size,
+    model_type="unigram",
+    pad_id=0,
+    end_id=1,
+    unknown_id=2,
+    character_coverage=1.0,
+):
+    """Train a SentencePiece model on an iterable of sentences; returns the model bytes.
+
+    The ids follow T5: pad 0, EOS 1, unknown 2, no BOS. Save the bytes as a
+    `.model` file or pass them to `SentencePieceTokenizer` directly.
+
+    Example:
+    ```python
+    model = train_sentence_piece(["a sentence", "another one", ...], vocabulary_size=500)
+    tokenizer = SentencePieceTokenizer(model)
+    ```
+    """
+    import sentencepiece
+
+    if vocabulary_size < 4:
+        raise ValueError(f"vocabulary_size must be at least 4; received {vocabulary_size}.")
+    buffer = io.BytesIO()
+    sentencepiece.SentencePieceTrainer.train(
+        sentence_iterator=iter(sentences),
+        model_writer=buffer,
+        vocab_size=vocabulary_size,
+        model_type=model_type,
+        pad_id=pad_id,
+        eos_id=end_id,
+        unk_id=unknown_id,
+        bos_id=-1,
+        character_coverage=character_coverage,
+        hard_vocab_limit=False,
+        minloglevel=2,
+    )
+    return buffer.getvalue()
+
+
+class SentencePieceTokenizer:
+    """Text to SentencePiece ids and back, as TensorFlow ops (T5, ALBERT).
+
+    Args:
+        model: a `.model` file path, or its bytes (e.g. from `train_sentence_piece`).
+        add_end: append the EOS id to every tokenized text (T5 inputs end with it).
+
+    Attributes:
+        vocabulary_size, pad_id, end_id, unknown_id.
+
+    Example:
+    ```python
+    tokenizer = SentencePieceTokenizer("spiece.model", add_end=True)
+    ids = tokenizer.tokenize(["Hello world."])  # tf.RaggedTensor of int32
+    tokenizer.detokenize(ids)                     # [b"Hello world."]
+    ```
+    """
+
+    def __init__(self, model, add_end=False):
+        if isinstance(model, (str, os.PathLike)):
+            path = os.fspath(model)
+            if not os.path.isfile(path):
+                raise ValueError(f"SentencePiece model file not found: {path!r}.")
+            with open(path, "rb") as f:
+                model = f.read()
+        if not isinstance(model, bytes) or not model:
+            raise ValueError("model must be a .model file path or the model's bytes.")
+        self.model = model
+        self.add_end = bool(add_end)
+        self._tokenizer = tf_text.SentencepieceTokenizer(model=model, out_type=tf.int32, add_eos=add_end)
+        self.vocabulary_size = int(self._tokenizer.vocab_size())
+        ids = self._tokenizer.string_to_id(["<pad>", "</s>", "<unk>"]).numpy().tolist()
+        self.pad_id, self.end_id, self.unknown_id = ids
+
+    def tokenize(self, texts):
+        """Strings (scalar or batch) to int32 ids (a `tf.RaggedTensor` for a batch)."""
+        return self._tokenizer.tokenize(texts)
+
+    def detokenize(self, ids):
+        """Ids back to strings; pad and EOS ids are dropped."""
+        ids = tf.convert_to_tensor(ids) if not isinstance(ids, tf.RaggedTensor) else ids
+        keep = tf.logical_and(tf.not_equal(ids, self.pad_id), tf.not_equal(ids, self.end_id))
+        if isinstance(ids, tf.RaggedTensor):
+            ids = tf.ragged.boolean_mask(ids, keep)
+        else:
+            ids = tf.ragged.boolean_mask(ids, keep) if ids.shape.rank > 1 else ids[keep]
+        return self._tokenizer.detokenize(ids)
+
+    def id_to_piece(self, ids):
+        """The piece strings of ids."""
+        return self._tokenizer.id_to_string(ids)

@@ -1,0 +1,145 @@
+"""The T5 backbone: builders and parameter counts, outputs, loss, training, saving."""
+
+import keras
+import numpy as np
+import pytest
+from helpers import to_numpy
+
+import kbert
+from kbert.models import T5, seq2seq_inputs
+
+EXPECTED_PARAMETERS = {
+    "t5_small": 60_506_624,
+    "t5_base": 222_903_552,
+    "t5_large": 737_668_096,
+    "t5_v1_1_small": 76_961_152,
+    "t5_v1_1_base": 247_577_856,
+}
+TINY = dict(vocabulary_size=40, num_layers=2, num_heads=2, hidden_dim=16, intermediate_dim=24)
+
+
+def tiny(**overrides):
+    return T5(**{**TINY, "dropout": 0.0, **overrides})
+
+
+def batch():
+    rng = np.random.default_rng(0)
+    encoder = rng.integers(2, 40, (3, 7)).astype("int32")
+    encoder[1, 5:] = 0
+    targets = rng.integers(2, 40, (3, 5)).astype("int32")
+    targets[:, -1] = 1
+    targets[2, 3:] = 0
+    return seq2seq_inputs(encoder, targets), targets
+
+
+def test_every_t5_preset_has_an_expected_count():
+    assert set(EXPECTED_PARAMETERS) == set(kbert.models.T5_PRESETS)
+
+
+@pytest.mark.parametrize("name", sorted(EXPECTED_PARAMETERS))
+def test_parameter_count(name):
+    builder = getattr(kbert.models, name)
+    with keras.StatelessScope(initialize_variables=False):
+        model = builder()
+    assert model.count_params() == EXPECTED_PARAMETERS[name]
+    assert f"{EXPECTED_PARAMETERS[name]:,}" in builder.__doc__
+    assert (model.lm_head is None) == ("v1_1" not in name)
+
+
+def test_builders_take_overrides_and_reject_unknown_names():
+    with keras.StatelessScope(initialize_variables=False):
+        model = kbert.models.t5_v1_1_small(num_layers=1, vocabulary_size=50, hidden_dim=16)
+    assert model.num_layers == 1 and model.use_gated_activation and model.lm_head is not None
+    with pytest.raises(ValueError, match="Did you mean t5_small"):
+        kbert.models.build_t5("t5_smal")
+    with pytest.raises(TypeError, match="Unknown argument"):
+        kbert.models.t5_small(hidden_size=8)
+
+
+@pytest.fixture(scope="module")
+def model():
+    """One tiny v1.0 model (tied, rescaled head) for the checks that only call it."""
+    return tiny(num_layers=1, num_decoder_layers=2)
+
+
+def test_outputs_and_shared_position_bias(model):
+    inputs, _ = batch()
+    outputs = model(inputs)
+    assert sorted(outputs) == ["decoder_sequence_output", "encoder_sequence_output", "logits"]
+    assert tuple(outputs["logits"].shape) == (3, 5, 40)
+    assert tuple(outputs["encoder_sequence_output"].shape) == (3, 7, 16)
+    assert len(model.encoder_layers) == 1 and len(model.decoder_layers) == 2
+    # One bias table per stack, none inside the blocks.
+    bias_tables = [w.path for w in model.weights if "position_bias" in w.path]
+    assert len(bias_tables) == 2
+
+
+def test_tied_head_is_the_rescaled_embedding(model):
+    inputs, _ = batch()
+    outputs = model(inputs)
+    table = to_numpy(model.token_embedding.embeddings)
+    expected = to_numpy(outputs["decoder_sequence_output"]) * 16**-0.5 @ table.T
+    np.testing.assert_allclose(to_numpy(outputs["logits"]), expected, atol=1e-5)
+
+
+def test_padding_is_ignored_by_the_encoder(model):
+    inputs, _ = batch()
+    changed = {k: v.copy() for k, v in inputs.items()}
+    changed["encoder_token_ids"][1, 5:] = 7  # under the padding mask
+    np.testing.assert_allclose(
+        to_numpy(model(changed)["logits"])[1], to_numpy(model(inputs)["logits"])[1], atol=1e-5
+    )
+
+
+def test_compute_loss_ignores_pad_targets(model):
+    inputs, targets = batch()
+    logits = to_numpy(model(inputs)["logits"]).astype(np.float64)
+    log_probs = logits - np.log(np.exp(logits).sum(-1, keepdims=True))
+    picked = np.take_along_axis(log_probs, targets[..., None], -1)[..., 0]
+    real = targets != 0
+    expected = -(picked * real).sum() / real.sum()
+    loss = model.compute_loss(inputs, targets, model(inputs))
+    assert float(to_numpy(loss)) == pytest.approx(expected, rel=1e-5)
+
+
+def test_fit_with_teacher_forcing_learns():
+    # v1.1 (gated feed-forward, untied head); v1.0's blocks train in the layer tests.
+    model = tiny(activation="gelu_approximate", use_gated_activation=True, tie_embeddings=False)
+    inputs, targets = batch()
+    model.compile(optimizer=keras.optimizers.Adam(1e-2))
+    history = model.fit(inputs, targets, batch_size=3, epochs=8, verbose=0)
+    losses = history.history["loss"]
+    assert np.all(np.isfinite(losses)) and losses[-1] < 0.7 * losses[0]
+
+
+def test_seq2seq_inputs_shift_right():
+    inputs = seq2seq_inputs(np.array([[4, 5, 1, 0]]), np.array([[6, 7, 1, 0]]))
+    assert inputs["decoder_token_ids"].tolist() == [[0, 6, 7, 1]]
+    assert inputs["decoder_padding_mask"].tolist() == [[1, 1, 1, 0]]
+    assert inputs["encoder_padding_mask"].tolist() == [[1, 1, 1, 0]]
+    with pytest.raises(ValueError, match="expects"):
+        seq2seq_inputs(np.array([1, 2]), np.array([[1]]))
+
+
+def test_config_and_keras_save_round_trip(tmp_path):
+    model = tiny(tie_embeddings=False, num_decoder_layers=1)
+    inputs, _ = batch()
+    expected = to_numpy(model(inputs)["logits"])
+    clone = T5.from_config(model.get_config())
+    assert clone.get_config() == model.get_config()
+    model.save(tmp_path / "t5.keras")
+    loaded = keras.saving.load_model(tmp_path / "t5.keras")
+    np.testing.assert_allclose(to_numpy(loaded(inputs)["logits"]), expected, atol=1e-6)
+
+
+def test_mixed_precision_runs():
+    model = tiny(dtype="mixed_bfloat16")
+    inputs, _ = batch()
+    logits = model(inputs)["logits"]
+    assert keras.backend.standardize_dtype(logits.dtype) == "bfloat16"
+    assert np.all(np.isfinite(to_numpy(keras.ops.cast(logits, "float32"))))
+
+
+def test_rejects_indivisible_width():
+    with pytest.raises(ValueError, match="not divisible"):
+        T5(vocabulary_size=10, num_layers=1, num_heads=3, hidden_dim=16, intermediate_dim=8)
