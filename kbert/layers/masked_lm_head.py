@@ -3,6 +3,7 @@ from keras import ops
 
 from kbert.backend_utils import check_ids_in_range
 from kbert.layers.initializers import clone_initializer
+from kbert.layers.reversible_embedding import tied_embedding_dim
 from kbert.layers.activations import get_activation, serialize_activation
 
 
@@ -51,14 +52,7 @@ class MaskedLMHead(keras.layers.Layer):
         super().__init__(**kwargs)
         self.vocabulary_size = int(vocabulary_size)
         self.token_embedding = token_embedding
-        if token_embedding is not None:
-            if token_embedding.input_dim != self.vocabulary_size:
-                raise ValueError(
-                    f"token_embedding has {token_embedding.input_dim} rows but "
-                    f"vocabulary_size is {self.vocabulary_size}."
-                )
-            embedding_dim = token_embedding.output_dim
-        self.embedding_dim = embedding_dim
+        self.embedding_dim = tied_embedding_dim(token_embedding, self.vocabulary_size, embedding_dim)
         self.activation = activation
         self.layer_norm_epsilon = float(layer_norm_epsilon)
         self.kernel_initializer = keras.initializers.get(kernel_initializer)

@@ -57,3 +57,22 @@ class ReversibleEmbedding(keras.layers.Embedding):
     def compute_output_spec(self, inputs, reverse=False):
         shape = self.compute_output_shape(inputs.shape, reverse=reverse)
         return keras.KerasTensor(shape, dtype=self.compute_dtype)
+
+
+def tied_embedding_dim(token_embedding, vocabulary_size, embedding_dim):
+    """The width an output head projects to before its tied decoder.
+
+    With a `token_embedding` table it is the table's width (after checking the
+    table has `vocabulary_size` rows); without one, `embedding_dim` as given.
+
+    >>> tied_embedding_dim(None, 10, 4)
+    4
+    """
+    if token_embedding is None:
+        return embedding_dim
+    if token_embedding.input_dim != vocabulary_size:
+        raise ValueError(
+            f"token_embedding has {token_embedding.input_dim} rows but "
+            f"vocabulary_size is {vocabulary_size}."
+        )
+    return token_embedding.output_dim

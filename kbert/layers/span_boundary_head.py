@@ -4,6 +4,7 @@ from keras import ops
 from kbert.backend_utils import check_ids_in_range
 from kbert.layers.activations import get_activation, serialize_activation
 from kbert.layers.initializers import clone_initializer
+from kbert.layers.reversible_embedding import tied_embedding_dim
 
 
 @keras.saving.register_keras_serializable(package="kbert")
@@ -69,14 +70,7 @@ class SpanBoundaryHead(keras.layers.Layer):
         super().__init__(**kwargs)
         self.vocabulary_size = int(vocabulary_size)
         self.token_embedding = token_embedding
-        if token_embedding is not None:
-            if token_embedding.input_dim != self.vocabulary_size:
-                raise ValueError(
-                    f"token_embedding has {token_embedding.input_dim} rows but "
-                    f"vocabulary_size is {self.vocabulary_size}."
-                )
-            embedding_dim = token_embedding.output_dim
-        self.embedding_dim = embedding_dim
+        self.embedding_dim = tied_embedding_dim(token_embedding, self.vocabulary_size, embedding_dim)
         self.max_span_length = int(max_span_length)
         self.position_embedding_dim = int(position_embedding_dim)
         self.activation = activation
