@@ -7,6 +7,8 @@ from keras import ops
 from kbert.layers.multi_head_attention import MultiHeadAttention
 from kbert.layers.sparse_attention import (
     check_self_attention,
+    group_blocks,
+    map_groups,
     padded_key_mask,
     softmax_pieces,
     static_length,
@@ -30,9 +32,10 @@ class BigBirdAttention(MultiHeadAttention):
     reused for every call, in training and inference alike (the reference
     library redraws it per call in training and uses block 0 at inference).
     Shapes are therefore static and the layer compiles under XLA. It is
-    computed by blocks (reshapes, fixed slices, concatenation, batched einsum,
-    one constant-index gather for the random blocks): memory is O(n·b), never
-    an n×n tensor.
+    computed by blocks (reshapes, slices, concatenation, batched einsum, a
+    gather of the random blocks), with the middle query blocks in groups of
+    about `sparse_attention.GROUP_QUERIES` queries run one after another:
+    memory is O(n·b), never an n×n tensor.
 
     Short sequences: like the reference (`transformers` BigBird), a sequence of
     `n <= (5 + 2·num_random_blocks)·block_size` tokens (704 with the defaults)
@@ -173,49 +176,74 @@ class BigBirdAttention(MultiHeadAttention):
         )
         global_context = ops.einsum("bhqk,bhkd->bhqd", probabilities, v_all)
 
-        # Middle query blocks 1..nb-2: [first | window of 3 | random | last].
+        # Middle query blocks 1..nb-2: [first | window of 3 | random | last],
+        # in groups of `group` query blocks (the rows padded to whole groups).
         # Row 1's window already holds block 0 and row nb-2's holds block nb-1,
         # so their separate first / last copies are masked out.
-        q_mid = q[:, :, 1:-1]  # (B, h, nb-2, b, d)
-        band_k = ops.concatenate([k[:, :, :-2], k[:, :, 1:-1], k[:, :, 2:]], axis=3)
-        band_v = ops.concatenate([v[:, :, :-2], v[:, :, 1:-1], v[:, :, 2:]], axis=3)
-        band_mask = ops.concatenate(
-            [mask_blocks[:, :-2], mask_blocks[:, 1:-1], mask_blocks[:, 2:]], axis=2
-        )
-        rows = np.arange(1, num_blocks - 1)
-        not_second = ops.convert_to_tensor((rows != 1)[None, None, :, None, None])
-        not_penultimate = ops.convert_to_tensor((rows != num_blocks - 2)[None, None, :, None, None])
-        first_mask = ops.logical_and(mask_blocks[:, None, None, None, 0, :], not_second)
-        last_mask = ops.logical_and(mask_blocks[:, None, None, None, -1, :], not_penultimate)
+        middle = num_blocks - 2
+        group, groups = group_blocks(middle, b)
+        extra = group * groups - middle  # padding rows, dropped at the end
+        q_mid = ops.pad(q[:, :, 1:-1], ((0, 0), (0, 0), (0, extra), (0, 0), (0, 0)))
+        k_near = ops.pad(k, ((0, 0), (0, 0), (0, extra), (0, 0), (0, 0)))
+        v_near = ops.pad(v, ((0, 0), (0, 0), (0, extra), (0, 0), (0, 0)))
+        mask_near = ops.pad(mask_blocks, ((0, 0), (0, extra), (0, 0)), constant_values=False)
+        rows = np.arange(1, middle + extra + 1)
+        not_second = ops.convert_to_tensor(rows != 1)
+        not_penultimate = ops.convert_to_tensor(rows != num_blocks - 2)
+        plan = np.pad(self.random_plan(n), ((0, 0), (0, extra), (0, 0)))  # (h, rows, r)
+        plan = ops.convert_to_tensor(plan)
+        heads_offset = ops.convert_to_tensor(np.arange(h)[:, None, None] * num_blocks, "int32")
+        k_heads = ops.reshape(k, (-1, h * num_blocks, b, k.shape[-1]))
+        v_heads = ops.reshape(v, (-1, h * num_blocks, b, v.shape[-1]))
 
-        plan = self.random_plan(n)  # (h, nb-2, r)
-        flat = (np.arange(h)[:, None, None] * num_blocks + plan).reshape(-1)
+        def take_rows(x, axis, start, count):  # rows [start, start + count) of `axis`
+            size = list(x.shape)
+            if size[0] is None:
+                size[0] = ops.shape(x)[0]
+            size[axis] = count
+            return ops.slice(x, [0] * axis + [start] + [0] * (len(size) - axis - 1), size)
 
-        def gather_random(x):  # (B, h, nb, b, d) -> (B, h, nb-2, r*b, d)
-            x = ops.reshape(x, (-1, h * num_blocks, b, x.shape[-1]))
-            x = ops.take(x, flat, axis=1)
-            return ops.reshape(x, (-1, h, num_blocks - 2, r * b, x.shape[-1]))
+        def group_context(start):  # (B, h, group, b, d) for middle rows [start, start + group)
+            q_group = take_rows(q_mid, 2, start, group)
+            k_band, v_band = take_rows(k_near, 2, start, group + 2), take_rows(v_near, 2, start, group + 2)
+            window_mask = take_rows(mask_near, 1, start, group + 2)
 
-        random_k, random_v = gather_random(k), gather_random(v)
-        random_mask = ops.take(mask_blocks, plan.reshape(-1), axis=1)
-        random_mask = ops.reshape(random_mask, (-1, h, num_blocks - 2, 1, r * b))
+            def band(x, axis):  # blocks i-1, i, i+1 side by side
+                before = (slice(None),) * axis
+                parts = [x[before + (slice(shift, shift + group),)] for shift in range(3)]
+                return ops.concatenate(parts, axis=axis + 1)
 
-        pieces = [
-            (ops.einsum("bhnqd,bhkd->bhnqk", q_mid, k[:, :, 0]), first_mask),
-            (ops.einsum("bhnqd,bhnkd->bhnqk", q_mid, band_k), band_mask[:, None, :, None, :]),
-            (ops.einsum("bhnqd,bhnkd->bhnqk", q_mid, random_k), random_mask),
-            (ops.einsum("bhnqd,bhkd->bhnqk", q_mid, k[:, :, -1]), last_mask),
-        ]
-        p_first, p_band, p_random, p_last = softmax_pieces(
-            pieces, self.compute_dtype, self.dropout_layer, training
-        )
-        middle_context = (
-            ops.einsum("bhnqk,bhkd->bhnqd", p_first, v[:, :, 0])
-            + ops.einsum("bhnqk,bhnkd->bhnqd", p_band, band_v)
-            + ops.einsum("bhnqk,bhnkd->bhnqd", p_random, random_v)
-            + ops.einsum("bhnqk,bhkd->bhnqd", p_last, v[:, :, -1])
-        )
-        middle_context = ops.reshape(middle_context, (-1, h, (num_blocks - 2) * b, v.shape[-1]))
+            band_mask = band(window_mask, 1)  # (B, group, 3b)
+            row_second = take_rows(not_second, 0, start, group)[None, None, :, None, None]
+            row_penultimate = take_rows(not_penultimate, 0, start, group)[None, None, :, None, None]
+            first_mask = ops.logical_and(mask_blocks[:, None, None, None, 0, :], row_second)
+            last_mask = ops.logical_and(mask_blocks[:, None, None, None, -1, :], row_penultimate)
+
+            group_plan = take_rows(plan, 1, start, group)  # (h, group, r)
+            flat = ops.reshape(group_plan + heads_offset, (-1,))
+            random_k = ops.reshape(ops.take(k_heads, flat, axis=1), (-1, h, group, r * b, k.shape[-1]))
+            random_v = ops.reshape(ops.take(v_heads, flat, axis=1), (-1, h, group, r * b, v.shape[-1]))
+            random_mask = ops.take(mask_blocks, ops.reshape(group_plan, (-1,)), axis=1)
+            random_mask = ops.reshape(random_mask, (-1, h, group, 1, r * b))
+
+            pieces = [
+                (ops.einsum("bhnqd,bhkd->bhnqk", q_group, k[:, :, 0]), first_mask),
+                (ops.einsum("bhnqd,bhnkd->bhnqk", q_group, band(k_band, 2)), band_mask[:, None, :, None, :]),
+                (ops.einsum("bhnqd,bhnkd->bhnqk", q_group, random_k), random_mask),
+                (ops.einsum("bhnqd,bhkd->bhnqk", q_group, k[:, :, -1]), last_mask),
+            ]
+            p_first, p_band, p_random, p_last = softmax_pieces(
+                pieces, self.compute_dtype, self.dropout_layer, training
+            )
+            return (
+                ops.einsum("bhnqk,bhkd->bhnqd", p_first, v[:, :, 0])
+                + ops.einsum("bhnqk,bhnkd->bhnqd", p_band, band(v_band, 2))
+                + ops.einsum("bhnqk,bhnkd->bhnqd", p_random, random_v)
+                + ops.einsum("bhnqk,bhkd->bhnqd", p_last, v[:, :, -1])
+            )
+
+        middle_context = map_groups(self, group_context, groups, group, training, axis=2)
+        middle_context = ops.reshape(middle_context[:, :, :middle], (-1, h, middle * b, v.shape[-1]))
         context = ops.concatenate(
             [global_context[:, :, :b], middle_context, global_context[:, :, b:]], axis=2
         )

@@ -8,6 +8,8 @@ from kbert.backend_utils import is_eager_tensor
 from kbert.layers.multi_head_attention import MultiHeadAttention
 from kbert.layers.sparse_attention import (
     check_self_attention,
+    group_blocks,
+    map_groups,
     padded_key_mask,
     softmax_pieces,
     static_length,
@@ -28,7 +30,9 @@ class LongformerAttention(MultiHeadAttention):
 
     Computation is chunked: queries in blocks of `w` against the 3 blocks
     around them (`3w` keys), a third more than the minimal band and O(n·w)
-    memory. Dilation (one value, or one per head) reorders each head's tokens
+    memory; the blocks are processed in groups of about
+    `sparse_attention.GROUP_QUERIES` queries, so the live scores stay the
+    same size whatever the length. Dilation (one value, or one per head) reorders each head's tokens
     by residue modulo the dilation, which turns a dilated window into a plain
     one on each residue class; heads are grouped by dilation. Any length
     works: the sequence is padded to a multiple of `w·dilation` inside the
@@ -234,9 +238,10 @@ class LongformerAttention(MultiHeadAttention):
     def _band(self, query, key, value, key_valid, global_keys, dilation, training):
         n, w, heads = query.shape[1], self.window, query.shape[2]
         unit = w * dilation
-        padded = -(-n // unit) * unit
+        group, groups = group_blocks(-(-n // unit), unit)
+        blocks = group * groups
+        padded = blocks * unit
         rows = padded // dilation  # tokens per residue class
-        blocks = rows // w
 
         def blocked(x):  # (B, n, h, d) -> (B, h, dilation, blocks, w, d)
             x = ops.pad(x, ((0, 0), (0, padded - n), (0, 0), (0, 0)))
@@ -244,33 +249,51 @@ class LongformerAttention(MultiHeadAttention):
             x = ops.transpose(x, (0, 3, 2, 1, 4))
             return ops.reshape(x, (-1, heads, dilation, blocks, w, x.shape[-1]))
 
-        def neighbours(x, axis):  # blocks i-1, i, i+1 side by side (zero blocks at the ends)
+        def pad_blocks(x, axis):  # a zero block before the first and after the last
             pad = [(0, 0)] * len(x.shape)
             pad[axis] = (1, 1)
-            x = ops.pad(x, pad)
-            size, before = x.shape[axis], (slice(None),) * axis
-            parts = [x[before + (slice(start, start + size - 2),)] for start in range(3)]
+            return ops.pad(x, pad)
+
+        def take_blocks(x, axis, start, count):  # blocks [start, start + count) of `axis`
+            size = list(x.shape)
+            if size[0] is None:
+                size[0] = ops.shape(x)[0]
+            size[axis] = count
+            return ops.slice(x, [0] * axis + [start] + [0] * (len(size) - axis - 1), size)
+
+        def neighbours(x, axis, start):  # blocks i-1, i, i+1 side by side, i in the group
+            x = take_blocks(x, axis, start, group + 2)
+            before = (slice(None),) * axis
+            parts = [x[before + (slice(shift, shift + group),)] for shift in range(3)]
             return ops.concatenate(parts, axis=axis + 1)
 
         q = blocked(query * ops.cast(self.score_scale, query.dtype))
-        k_band = neighbours(blocked(key), 3)  # (B, h, z, blocks, 3w, d)
-        v_band = neighbours(blocked(value), 3)
+        k = pad_blocks(blocked(key), 3)  # (B, h, z, blocks + 2, w, d)
+        v = pad_blocks(blocked(value), 3)
         valid = ops.pad(key_valid, ((0, 0), (0, padded - n)), constant_values=False)
         valid = ops.transpose(ops.reshape(valid, (-1, rows, dilation)), (0, 2, 1))
-        valid = neighbours(ops.reshape(valid, (-1, dilation, blocks, w)), 2)  # (B, z, blocks, 3w)
+        valid = pad_blocks(ops.reshape(valid, (-1, dilation, blocks, w)), 2)  # (B, z, blocks + 2, w)
         offset = np.arange(3 * w)[None, :] - w - np.arange(w)[:, None]
         in_window = ops.convert_to_tensor(np.abs(offset) <= w)  # (w, 3w)
-        band_mask = ops.logical_and(valid[:, None, :, :, None, :], in_window)
 
-        pieces = [(ops.einsum("bhznqd,bhznkd->bhznqk", q, k_band), band_mask)]
-        if global_keys is not None:
-            k_global, v_global, slot_valid = global_keys
-            scores = ops.einsum("bhznqd,bghd->bhznqg", q, k_global)
-            pieces.append((scores, slot_valid[:, None, None, None, None, :]))
-        probabilities = softmax_pieces(pieces, self.compute_dtype, self.dropout_layer, training)
-        context = ops.einsum("bhznqk,bhznkd->bhznqd", probabilities[0], v_band)
-        if global_keys is not None:
-            context = context + ops.einsum("bhznqg,bghd->bhznqd", probabilities[1], v_global)
+        def group_context(start):  # (B, h, z, group, w, d) for blocks [start, start + group)
+            q_group = take_blocks(q, 3, start, group)
+            k_band = neighbours(k, 3, start)  # (B, h, z, group, 3w, d)
+            v_band = neighbours(v, 3, start)
+            band_valid = neighbours(valid, 2, start)  # (B, z, group, 3w)
+            band_mask = ops.logical_and(band_valid[:, None, :, :, None, :], in_window)
+            pieces = [(ops.einsum("bhznqd,bhznkd->bhznqk", q_group, k_band), band_mask)]
+            if global_keys is not None:
+                k_global, v_global, slot_valid = global_keys
+                scores = ops.einsum("bhznqd,bghd->bhznqg", q_group, k_global)
+                pieces.append((scores, slot_valid[:, None, None, None, None, :]))
+            probabilities = softmax_pieces(pieces, self.compute_dtype, self.dropout_layer, training)
+            context = ops.einsum("bhznqk,bhznkd->bhznqd", probabilities[0], v_band)
+            if global_keys is not None:
+                context = context + ops.einsum("bhznqg,bghd->bhznqd", probabilities[1], v_global)
+            return context
+
+        context = map_groups(self, group_context, groups, group, training, axis=3)
         context = ops.reshape(context, (-1, heads, dilation, rows, context.shape[-1]))
         context = ops.transpose(context, (0, 3, 2, 1, 4))  # (B, rows, z, h, d)
         context = ops.reshape(context, (-1, padded, heads, context.shape[-1]))

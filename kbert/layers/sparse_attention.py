@@ -1,12 +1,46 @@
 """Helpers shared by the sparse attention kernels (BigBird, Longformer)."""
 
-import numpy as np
 from keras import ops
 
 # Stand-in for -inf on masked scores. The scores are float32 when it is
 # applied (softmax runs in float32 under every dtype policy, float16 included),
 # so it never overflows.
 MASKED_SCORE = -1e9
+
+# Queries per head whose scores are computed together. Longer sequences are
+# cut into groups of query blocks that run one after another
+# (`keras.ops.map`: a loop under XLA, a Python loop on PyTorch), so the live
+# score tensors stay this size whatever the length and the layer's memory is
+# O(n·d) besides. (Unrolled groups would not do: XLA's CPU scheduler
+# interleaves them and keeps all their scores alive at once.)
+GROUP_QUERIES = 1024
+
+
+def group_blocks(num_blocks, block_queries):
+    """`(group, groups)`: query blocks per group and the number of groups.
+
+    `group * groups` may exceed `num_blocks`; the caller pads the blocks.
+    """
+    group = min(num_blocks, max(1, GROUP_QUERIES // block_queries))
+    return group, -(-num_blocks // group)
+
+
+def map_groups(layer, group_fn, groups, group, training, axis):
+    """`group_fn(start)` for each group's first block `start`, joined on the blocks `axis`.
+
+    One group runs directly. Attention dropout draws from a seed generator,
+    which cannot advance inside a compiled loop, so with active dropout the
+    groups are unrolled (training keeps every group's probabilities for the
+    backward pass anyway).
+    """
+    if groups == 1:
+        return group_fn(0)
+    if training and layer.dropout > 0:
+        return ops.concatenate([group_fn(g * group) for g in range(groups)], axis=axis)
+    stacked = ops.map(group_fn, ops.arange(groups, dtype="int32") * group)
+    stacked = ops.moveaxis(stacked, 0, axis)  # (..., groups, group, ...)
+    shape = list(stacked.shape)
+    return ops.reshape(stacked, [-1] + shape[1:axis] + [groups * group] + shape[axis + 2 :])
 
 
 def check_self_attention(layer, value, key, attention_mask):
@@ -52,25 +86,29 @@ def padded_key_mask(x, mask, length, padded_length):
 
 
 def softmax_pieces(pieces, compute_dtype, dropout_layer, training):
-    """One float32 softmax over score pieces concatenated on the last axis.
+    """One float32 softmax over several score pieces, as if they were concatenated on the last axis.
+
+    The pieces are never concatenated: the row maximum and the normalizer are
+    reduced piece by piece, so the only score-sized tensors are the pieces'
+    own exponentials (what XLA can fuse into one pass per piece).
 
     Args:
         pieces: list of `(scores, mask)`: scores of any float dtype, bool masks
-            broadcastable to them (False = masked).
+            broadcastable to them (False = masked). All pieces share the
+            shape of their leading axes.
 
     Returns:
-        The probabilities, in `compute_dtype`, after dropout, split back into
-        pieces of the input widths.
+        The probabilities of each piece, in `compute_dtype`, after dropout.
     """
     masked = [ops.where(mask, ops.cast(scores, "float32"), MASKED_SCORE) for scores, mask in pieces]
-    widths = [x.shape[-1] for x in masked]
-    joined = masked[0] if len(masked) == 1 else ops.concatenate(masked, axis=-1)
-    if len(joined.shape) > 4:  # TensorFlow's softmax takes at most 5 dimensions
-        shape = ops.shape(joined)
-        probabilities = ops.reshape(ops.softmax(ops.reshape(joined, (-1, sum(widths)))), shape)
-    else:
-        probabilities = ops.softmax(joined, axis=-1)
-    probabilities = ops.cast(probabilities, compute_dtype)
-    probabilities = dropout_layer(probabilities, training=training)
-    edges = np.cumsum([0] + widths).tolist()
-    return [probabilities[..., start:end] for start, end in zip(edges[:-1], edges[1:])]
+    maximum = ops.max(masked[0], axis=-1, keepdims=True)
+    for scores in masked[1:]:
+        maximum = ops.maximum(maximum, ops.max(scores, axis=-1, keepdims=True))
+    exponentials = [ops.exp(scores - maximum) for scores in masked]
+    total = ops.sum(exponentials[0], axis=-1, keepdims=True)
+    for exponential in exponentials[1:]:
+        total = total + ops.sum(exponential, axis=-1, keepdims=True)
+    return [
+        dropout_layer(ops.cast(exponential / total, compute_dtype), training=training)
+        for exponential in exponentials
+    ]

@@ -9,6 +9,7 @@ import keras
 import numpy as np
 import pytest
 from helpers import (
+    BACKEND,
     STANDARD_CHECKS,
     LayerCase,
     attention_weights,
@@ -21,14 +22,18 @@ from helpers import (
     run_standard_check,
     to_float32_numpy,
     to_numpy,
+    xla_call,
 )
 from keras import ops
 
-from kbert.layers import BigBirdAttention
+from kbert.layers import BigBirdAttention, sparse_attention
 
 BATCH, HIDDEN, HEADS, KEY_DIM = 2, 8, 2, 4
 BLOCK, RANDOM = 2, 1  # full attention up to (5 + 2·1)·2 = 14 tokens
 LENGTH = 19  # 10 blocks after padding to 20
+# Groups of 3 middle query blocks: the 8 middle blocks run in a loop of 3
+# groups (ops.map), the last one padded with a row that is dropped.
+GROUPED = 3 * BLOCK
 
 
 def make_layer(**kwargs):
@@ -94,7 +99,9 @@ def reference(layer, x, padding):
         (14, [14, 9]),  # (5 + 2r)·b tokens: full attention, as the reference
     ],
 )
-def test_equals_dense_attention_with_the_block_pattern(length, lengths):
+@pytest.mark.parametrize("group_queries", [1024, GROUPED])
+def test_equals_dense_attention_with_the_block_pattern(length, lengths, group_queries, monkeypatch):
+    monkeypatch.setattr(sparse_attention, "GROUP_QUERIES", group_queries)
     rng = np.random.default_rng(length)
     layer = make_layer()
     x = random_floats(rng, (BATCH, length, HIDDEN))
@@ -105,9 +112,14 @@ def test_equals_dense_attention_with_the_block_pattern(length, lengths):
     np.testing.assert_allclose(
         to_numpy(layer(x, padding_mask=padding, training=True)), outputs, atol=1e-6, rtol=0
     )
+    if group_queries == GROUPED and BACKEND != "torch":
+        compiled = xla_call(layer, x, padding_mask=padding)
+        np.testing.assert_allclose(compiled, outputs, atol=1e-5, rtol=0)
 
 
-def test_gradients_equal_dense_attention_with_the_block_pattern():
+@pytest.mark.parametrize("group_queries", [1024, GROUPED])
+def test_gradients_equal_dense_attention_with_the_block_pattern(group_queries, monkeypatch):
+    monkeypatch.setattr(sparse_attention, "GROUP_QUERIES", group_queries)
     rng = np.random.default_rng(1)
     layer = make_layer()
     x = random_floats(rng, (BATCH, LENGTH, HIDDEN))

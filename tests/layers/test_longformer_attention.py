@@ -26,7 +26,7 @@ from helpers import (
 )
 from keras import ops
 
-from kbert.layers import LongformerAttention
+from kbert.layers import LongformerAttention, sparse_attention
 
 BATCH, HIDDEN, HEADS, KEY_DIM, WINDOW = 2, 8, 2, 4, 3
 LENGTH = 13  # not a multiple of the window: padded inside the layer
@@ -133,7 +133,10 @@ def test_equals_dense_attention_with_the_window_and_global_mask(
     np.testing.assert_allclose(outputs[real], expected[real], atol=1e-5, rtol=0)
 
 
-def test_gradients_equal_dense_attention_with_the_same_mask():
+@pytest.mark.parametrize("group_queries", [1024, WINDOW])
+def test_gradients_equal_dense_attention_with_the_same_mask(group_queries, monkeypatch):
+    # WINDOW: one block per query group, so the blocks run in a loop (ops.map).
+    monkeypatch.setattr(sparse_attention, "GROUP_QUERIES", group_queries)
     rng = np.random.default_rng(1)
     layer = make_layer(dilation=[1, 2])
     x = random_floats(rng, (BATCH, LENGTH, HIDDEN))
@@ -171,6 +174,28 @@ def test_gradients_equal_dense_attention_with_the_same_mask():
     expected = input_gradient(dense, x)
     assert np.abs(expected).max() > 1e-2
     np.testing.assert_allclose(input_gradient(sparse, x), expected, atol=1e-5, rtol=0)
+
+
+def test_query_groups_in_a_loop_equal_the_reference(monkeypatch):
+    # Groups of two blocks: 13 tokens are padded to 3 groups of 2 blocks of 3 (dilation 1)
+    # and 2 groups of 2 blocks of 6 (dilation 2); the groups run in ops.map.
+    monkeypatch.setattr(sparse_attention, "GROUP_QUERIES", 2 * WINDOW)
+    rng = np.random.default_rng(5)
+    layer = make_layer(dilation=[1, 2])
+    x = random_floats(rng, (BATCH, LENGTH, HIDDEN))
+    padding = padding_mask([LENGTH, 9], LENGTH)
+    globals_ = [[0, 7], [1]]
+    expected = None
+    calls = [lambda: to_numpy(layer(x, padding_mask=padding, global_attention_mask=global_mask(globals_)))]
+    if BACKEND != "torch":
+        calls.append(
+            lambda: xla_call(layer, x, padding_mask=padding, global_attention_mask=global_mask(globals_))
+        )
+    for call in calls:
+        outputs = call()
+        expected = np_longformer(layer, x, padding, globals_, [1, 2]) if expected is None else expected
+        real = padding.astype(bool)
+        np.testing.assert_allclose(outputs[real], expected[real], atol=1e-5, rtol=0)
 
 
 def test_attention_pattern():
