@@ -24,7 +24,7 @@ import kbert  # noqa: E402
 import keras  # noqa: E402
 from kbert.generation import Seq2SeqGenerator  # noqa: E402
 from kbert.models import T5, seq2seq_inputs  # noqa: E402
-from kbert.pretraining import SpanCorruption  # noqa: E402
+from kbert.pretraining import SpanCorruption, create_optimizer  # noqa: E402
 from kbert.pretraining.pretraining_run import default_corpus  # noqa: E402
 from kbert.text import SentencePieceTokenizer, train_sentence_piece  # noqa: E402
 
@@ -48,48 +48,60 @@ def readable(tokenizer, ids, vocabulary_size):
     return " ".join(parts)
 
 
-def main():
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--steps", type=int, default=300)
-    parser.add_argument("--finetune-steps", type=int, default=1500)
-    parser.add_argument("--inputs-length", type=int, default=64)
-    parser.add_argument("--batch", type=int, default=32)
-    args = parser.parse_args()
-    keras.utils.set_random_seed(0)
-
+def corpus_tokenizer():
+    """The built-in corpus's lines and a SentencePiece tokenizer trained on them."""
     documents = default_corpus()
     lines = [line for document in documents for line in document.split("\n")]
     tokenizer = SentencePieceTokenizer(train_sentence_piece(lines[:60000], vocabulary_size=2000))
-    vocabulary_size = tokenizer.vocabulary_size + SENTINELS  # sentinels on top
-    print(f"backend {keras.backend.backend()}; SentencePiece vocabulary {tokenizer.vocabulary_size} "
-          f"+ {SENTINELS} sentinels; {len(documents)} documents")
+    return documents, lines, tokenizer
 
+
+def tiny_t5(vocabulary_size):
+    return T5(vocabulary_size=vocabulary_size, num_layers=2, num_heads=4, hidden_dim=128,
+              intermediate_dim=512, dropout=0.0)
+
+
+def compile_for(model, steps, learning_rate):
+    """AdamW with warm-up (a tenth of the steps) and linear decay, gradients clipped."""
+    optimizer = create_optimizer("adamw", learning_rate, total_steps=steps,
+                                 warmup_steps=max(1, steps // 10), weight_decay=0.0)
+    model.compile(optimizer=optimizer)
+
+
+def pretrain(model, tokenizer, lines, vocabulary_size, args):
+    """Span corruption on the corpus; prints three held-out inputs, targets and the model's fills."""
     stream = []
     for ids in tokenizer.tokenize(lines).to_list():
         stream += ids + [tokenizer.end_id]
     held_out = stream[-20000:]
     corruption = SpanCorruption(args.inputs_length, vocabulary_size)
     dataset = corruption.dataset(stream[:-20000], batch_size=args.batch).repeat()
-
-    model = T5(vocabulary_size=vocabulary_size, num_layers=2, num_heads=4, hidden_dim=128,
-               intermediate_dim=512, dropout=0.0)
-    model.compile(optimizer=keras.optimizers.Adam(2e-3))
+    compile_for(model, args.steps, args.learning_rate)
     history = model.fit(dataset, steps_per_epoch=args.steps, epochs=1, shuffle=False, verbose=0)
-    print(f"span corruption: {args.steps} steps, loss {history.history['loss'][0]:.3f} (epoch mean)")
+    print(f"span corruption: {args.steps} steps of {args.batch} x {args.inputs_length} tokens, "
+          f"mean loss {history.history['loss'][0]:.3f}")
 
     generator = Seq2SeqGenerator(model, max_new_tokens=corruption.targets_length)
     chunks = [held_out[i * corruption.raw_length:(i + 1) * corruption.raw_length] for i in range(3)]
     examples = [corruption(np.array(c, "int32"), seed=[9, i]) for i, c in enumerate(chunks)]
     inputs = np.stack([e["inputs"].numpy() for e in examples])
+    targets = np.stack([e["targets"].numpy() for e in examples])
+    logits = model.predict_on_batch(seq2seq_inputs(inputs, targets))["logits"]
+    real = targets != 0
+    accuracy = ((np.argmax(logits, -1) == targets) & real).sum() / real.sum()
+    print(f"held-out target tokens predicted (teacher forcing): {accuracy:.1%}")
     predictions = generator({"encoder_token_ids": inputs, "encoder_padding_mask": np.ones_like(inputs)})
     for example, prediction in zip(examples, predictions):
         print("\ninputs :", readable(tokenizer, example["inputs"].numpy(), vocabulary_size))
         print("targets:", readable(tokenizer, example["targets"].numpy(), vocabulary_size))
         print("model  :", readable(tokenizer, prediction, vocabulary_size))
 
-    # Text to text: reverse three words.
+
+def reverse_task(model, tokenizer, lines, args):
+    """Fine-tune on "reverse: w1 w2 w3" -> "w3 w2 w1"; prints greedy exact match on new examples."""
     rng = random.Random(0)
-    words = sorted({w for line in lines[:2000] for w in line.split() if w.isalpha() and len(w) < 8})[:300]
+    words = sorted({w for line in lines[:2000] for w in line.split() if w.isalpha() and len(w) < 8})
+    words = words[:300]
 
     def task(n):
         sources, targets = [], []
@@ -106,11 +118,12 @@ def main():
             ids[row, : len(piece_ids)] = piece_ids
         return ids
 
-    train_sources, train_targets = task(4000)
+    train_sources, train_targets = task(args.finetune_examples)
     test_sources, test_targets = task(64)
     x = seq2seq_inputs(encode(train_sources, 24), encode(train_targets, 20))
     y = encode(train_targets, 20)
     epochs = max(1, args.finetune_steps * args.batch // len(y))
+    compile_for(model, epochs * (len(y) // args.batch + 1), args.learning_rate)
     model.fit(x, y, batch_size=args.batch, epochs=epochs, verbose=0)
     source_ids = encode(test_sources, 24)
     predicted = Seq2SeqGenerator(model, max_new_tokens=20)(
@@ -118,9 +131,29 @@ def main():
     )
     texts = [t.decode() for t in tokenizer.detokenize(predicted).numpy()]
     accuracy = np.mean([p == t for p, t in zip(texts, test_targets)])
-    print(f"\ntext-to-text fine-tune ({epochs} epochs on 4000 examples): exact match {accuracy:.0%}")
+    print(f"\ntext-to-text fine-tune ({epochs} epochs on {len(y)} examples): "
+          f"exact match {accuracy:.0%} on 64 new examples")
     for source, text in list(zip(test_sources, texts))[:3]:
         print(f"  {source!r} -> {text!r}")
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--steps", type=int, default=2000)
+    parser.add_argument("--finetune-steps", type=int, default=1500)
+    parser.add_argument("--finetune-examples", type=int, default=4000)
+    parser.add_argument("--inputs-length", type=int, default=64)
+    parser.add_argument("--batch", type=int, default=32)
+    parser.add_argument("--learning-rate", type=float, default=2e-3)
+    args = parser.parse_args()
+    keras.utils.set_random_seed(0)
+    documents, lines, tokenizer = corpus_tokenizer()
+    vocabulary_size = tokenizer.vocabulary_size + SENTINELS  # sentinels on top
+    print(f"backend {keras.backend.backend()}; SentencePiece vocabulary {tokenizer.vocabulary_size} "
+          f"+ {SENTINELS} sentinels; {len(documents)} documents")
+    model = tiny_t5(vocabulary_size)
+    pretrain(model, tokenizer, lines, vocabulary_size, args)
+    reverse_task(model, tokenizer, lines, args)
 
 
 if __name__ == "__main__":

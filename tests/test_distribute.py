@@ -234,8 +234,91 @@ def exchange_checkpoints(folder):
     return {"backend": BACKEND, "loaded": sorted(loaded)}
 
 
+OBJECTIVE_LENGTH = 32
+
+
+def objective_models(tokenizer):
+    """`name: (model, pipeline)` for every pretraining objective; `pipeline(batch)` gives the data."""
+    from kbert.pretraining import (
+        DistillationTrainer,
+        ElectraPretrainer,
+        SpanBertPretrainer,
+        SpanCorruption,
+        pretraining_dataset,
+    )
+
+    tiny = dict(vocabulary_size=tokenizer.vocabulary_size, num_layers=1, hidden_dim=16,
+                num_heads=2, intermediate_dim=32, max_positions=OBJECTIVE_LENGTH, dropout=0.1)
+    lines = [f"w{i} w{(i * 7) % 23} w{(i * 5) % 31}. w{i % 11} long{i % 13}word." for i in range(120)]
+    documents = ["\n".join(lines[i : i + 6]) for i in range(0, len(lines), 6)]
+
+    def text_data(objective):
+        return lambda batch: pretraining_dataset(
+            documents, tokenizer, objective, sequence_length=OBJECTIVE_LENGTH,
+            batch_size=batch, shuffle_buffer=16, seed=0,
+        )
+
+    def span_corruption_data(batch):
+        stream = [i for ids in tokenizer(lines) for i in ids + [1]]
+        return SpanCorruption(24, tokenizer.vocabulary_size).dataset(stream, batch).repeat()
+
+    bigbird = kbert.models.Encoder(  # 8 blocks of 4 (> (5 + 2)·4): the block-sparse path
+        **tiny, attention="bigbird", attention_kwargs={"block_size": 4, "num_random_blocks": 1}
+    )
+    albert = kbert.models.albert_base(**tiny, embedding_dim=8)
+    roberta = kbert.models.roberta_base(**{**tiny, "max_positions": OBJECTIVE_LENGTH + 2})
+    electra = kbert.models.electra_small(**tiny, embedding_dim=16)
+    generator = dict(generator_num_layers=1, generator_hidden_dim=8, generator_num_heads=2,
+                     generator_intermediate_dim=16)
+    teacher = BertPretrainer(kbert.models.bert_tiny(**{**tiny, "num_layers": 2}), pair_objective=None)
+    student = BertPretrainer(kbert.models.bert_tiny(**tiny), pair_objective=None)
+    t5 = kbert.models.t5_v1_1_small(vocabulary_size=tokenizer.vocabulary_size, num_layers=1,
+                                    hidden_dim=16, num_heads=2, key_dim=8, intermediate_dim=32)
+    return {
+        "albert_sop": (BertPretrainer(albert, pair_objective="sop"), text_data("sop")),
+        "roberta_mlm": (BertPretrainer(roberta, pair_objective=None), text_data("mlm")),
+        "bigbird_mlm": (BertPretrainer(bigbird, pair_objective=None), text_data("mlm")),
+        "spanbert": (SpanBertPretrainer(kbert.models.bert_tiny(**tiny)), text_data("span")),
+        "electra": (ElectraPretrainer(electra, **generator), text_data("electra")),
+        "distillation": (DistillationTrainer(student, teacher), text_data("mlm")),
+        "t5_span_corruption": (t5, span_corruption_data),
+    }
+
+
+def tensorflow_xla_objectives():
+    """Every pretraining objective fits with XLA inside a strategy scope, from kbert's pipelines."""
+    import tensorflow as tf
+
+    from kbert.text import WordPieceTokenizer, learn_word_piece_vocabulary
+
+    texts = [f"w{i} long{i % 13}word." for i in range(40)]
+    tokenizer = WordPieceTokenizer(learn_word_piece_vocabulary(texts, 120))
+    strategy = tf.distribute.OneDeviceStrategy("/cpu:0")  # the TPUStrategy code path, one device
+    results = {}
+    with strategy.scope():
+        for name, (model, pipeline) in objective_models(tokenizer).items():
+            dataset = pipeline(4)
+            model.compile(optimizer=keras.optimizers.Adam(1e-3),
+                          jit_compile=distribute.jit_compile_for(strategy))
+            before = [np.array(w) for w in model.trainable_weights]
+            history = model.fit(dataset, steps_per_epoch=2, epochs=1, verbose=0)
+            results[name] = {
+                "static_shapes": all(
+                    spec.shape.is_fully_defined() for spec in tf.nest.flatten(dataset.element_spec)
+                ),
+                "jit_compile": model.jit_compile,
+                "loss": history.history["loss"][-1],
+                "trained": any(
+                    not np.array_equal(old, np.array(w))
+                    for old, w in zip(before, model.trainable_weights)
+                ),
+            }
+    return results
+
+
 RUNS = {
     "tensorflow_mirrored": tensorflow_mirrored,
+    "tensorflow_xla_objectives": tensorflow_xla_objectives,
     "jax_distributions": jax_distributions,
     "exchange_checkpoints": exchange_checkpoints,
 }
@@ -259,6 +342,21 @@ def test_mirrored_strategy_loss_equals_one_device():
         result["losses"], result["reference_losses"], rtol=LOSS_TOLERANCE, atol=LOSS_TOLERANCE
     )
     assert result["max_weight_difference"] < WEIGHT_TOLERANCE
+
+
+@pytest.mark.skipif(BACKEND != "tensorflow", reason="tf.distribute needs the TensorFlow backend")
+def test_every_objective_fits_with_xla_in_a_strategy_scope():
+    """The TPU recipe (static-shape pipeline, strategy scope, jit_compile=True) for each objective."""
+    results = run_script("tensorflow_xla_objectives")
+    assert sorted(results) == sorted(
+        ["albert_sop", "roberta_mlm", "bigbird_mlm", "spanbert", "electra", "distillation",
+         "t5_span_corruption"]
+    )
+    for name, result in results.items():
+        assert result["static_shapes"], name
+        assert result["jit_compile"] is True, name
+        assert np.isfinite(result["loss"]) and result["loss"] > 0, name
+        assert result["trained"], name
 
 
 # Megatron layout of a bert_tiny-shaped pretrainer (hidden 16, FFN 32) over a model axis of 2.
