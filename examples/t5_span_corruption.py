@@ -1,6 +1,6 @@
 """Pretrain a tiny T5 with span corruption, show its filled-in spans, then fine-tune it text-to-text.
 
-    KERAS_BACKEND=jax python examples/t5_span_corruption.py [--steps 300] [--finetune-steps 1500]
+    KERAS_BACKEND=jax python examples/t5_span_corruption.py [--steps 2000] [--finetune-steps 3000]
 
 1. Trains a SentencePiece model on the main job's built-in corpus
    (`kbert.pretraining.pretraining_run.default_corpus()`: the interpreter's
@@ -68,10 +68,16 @@ def compile_for(model, steps, learning_rate):
     model.compile(optimizer=optimizer)
 
 
-def pretrain(model, tokenizer, lines, vocabulary_size, args):
-    """Span corruption on the corpus; prints three held-out inputs, targets and the model's fills."""
+def pretrain(model, tokenizer, documents, vocabulary_size, args):
+    """Span corruption on the corpus; prints three held-out inputs, targets and the model's fills.
+
+    The corpus is one stream of token ids with EOS between documents (not
+    between lines: docstring lines are short, and an EOS every ten tokens
+    would teach the model to end its spans at once).
+    """
     stream = []
-    for ids in tokenizer.tokenize(lines).to_list():
+    texts = [" ".join(document.split()) for document in documents]
+    for ids in tokenizer.tokenize(texts).to_list():
         stream += ids + [tokenizer.end_id]
     held_out = stream[-20000:]
     corruption = SpanCorruption(args.inputs_length, vocabulary_size)
@@ -140,7 +146,7 @@ def reverse_task(model, tokenizer, lines, args):
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--steps", type=int, default=2000)
-    parser.add_argument("--finetune-steps", type=int, default=1500)
+    parser.add_argument("--finetune-steps", type=int, default=3000)
     parser.add_argument("--finetune-examples", type=int, default=4000)
     parser.add_argument("--inputs-length", type=int, default=64)
     parser.add_argument("--batch", type=int, default=32)
@@ -152,7 +158,7 @@ def main():
     print(f"backend {keras.backend.backend()}; SentencePiece vocabulary {tokenizer.vocabulary_size} "
           f"+ {SENTINELS} sentinels; {len(documents)} documents")
     model = tiny_t5(vocabulary_size)
-    pretrain(model, tokenizer, lines, vocabulary_size, args)
+    pretrain(model, tokenizer, documents, vocabulary_size, args)
     reverse_task(model, tokenizer, lines, args)
 
 
