@@ -10,6 +10,7 @@ from kbert.layers.sparse_attention import (
     group_blocks,
     map_groups,
     padded_key_mask,
+    slice_blocks,
     softmax_pieces,
     static_length,
 )
@@ -196,17 +197,11 @@ class BigBirdAttention(MultiHeadAttention):
         k_heads = ops.reshape(k, (-1, h * num_blocks, b, k.shape[-1]))
         v_heads = ops.reshape(v, (-1, h * num_blocks, b, v.shape[-1]))
 
-        def take_rows(x, axis, start, count):  # rows [start, start + count) of `axis`
-            size = list(x.shape)
-            if size[0] is None:
-                size[0] = ops.shape(x)[0]
-            size[axis] = count
-            return ops.slice(x, [0] * axis + [start] + [0] * (len(size) - axis - 1), size)
-
         def group_context(start):  # (B, h, group, b, d) for middle rows [start, start + group)
-            q_group = take_rows(q_mid, 2, start, group)
-            k_band, v_band = take_rows(k_near, 2, start, group + 2), take_rows(v_near, 2, start, group + 2)
-            window_mask = take_rows(mask_near, 1, start, group + 2)
+            q_group = slice_blocks(q_mid, 2, start, group)
+            k_band = slice_blocks(k_near, 2, start, group + 2)
+            v_band = slice_blocks(v_near, 2, start, group + 2)
+            window_mask = slice_blocks(mask_near, 1, start, group + 2)
 
             def band(x, axis):  # blocks i-1, i, i+1 side by side
                 before = (slice(None),) * axis
@@ -214,21 +209,25 @@ class BigBirdAttention(MultiHeadAttention):
                 return ops.concatenate(parts, axis=axis + 1)
 
             band_mask = band(window_mask, 1)  # (B, group, 3b)
-            row_second = take_rows(not_second, 0, start, group)[None, None, :, None, None]
-            row_penultimate = take_rows(not_penultimate, 0, start, group)[None, None, :, None, None]
-            first_mask = ops.logical_and(mask_blocks[:, None, None, None, 0, :], row_second)
-            last_mask = ops.logical_and(mask_blocks[:, None, None, None, -1, :], row_penultimate)
+            second = slice_blocks(not_second, 0, start, group)[None, None, :, None, None]
+            penultimate = slice_blocks(not_penultimate, 0, start, group)[None, None, :, None, None]
+            first_mask = ops.logical_and(mask_blocks[:, None, None, None, 0, :], second)
+            last_mask = ops.logical_and(mask_blocks[:, None, None, None, -1, :], penultimate)
 
-            group_plan = take_rows(plan, 1, start, group)  # (h, group, r)
+            group_plan = slice_blocks(plan, 1, start, group)  # (h, group, r)
             flat = ops.reshape(group_plan + heads_offset, (-1,))
-            random_k = ops.reshape(ops.take(k_heads, flat, axis=1), (-1, h, group, r * b, k.shape[-1]))
+            random_k = ops.take(k_heads, flat, axis=1)  # (B, h·group·r, b, d)
+            random_k = ops.reshape(random_k, (-1, h, group, r * b, k.shape[-1]))
             random_v = ops.reshape(ops.take(v_heads, flat, axis=1), (-1, h, group, r * b, v.shape[-1]))
             random_mask = ops.take(mask_blocks, ops.reshape(group_plan, (-1,)), axis=1)
             random_mask = ops.reshape(random_mask, (-1, h, group, 1, r * b))
 
             pieces = [
                 (ops.einsum("bhnqd,bhkd->bhnqk", q_group, k[:, :, 0]), first_mask),
-                (ops.einsum("bhnqd,bhnkd->bhnqk", q_group, band(k_band, 2)), band_mask[:, None, :, None, :]),
+                (
+                    ops.einsum("bhnqd,bhnkd->bhnqk", q_group, band(k_band, 2)),
+                    band_mask[:, None, :, None, :],
+                ),
                 (ops.einsum("bhnqd,bhnkd->bhnqk", q_group, random_k), random_mask),
                 (ops.einsum("bhnqd,bhkd->bhnqk", q_group, k[:, :, -1]), last_mask),
             ]

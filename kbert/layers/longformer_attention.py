@@ -11,6 +11,7 @@ from kbert.layers.sparse_attention import (
     group_blocks,
     map_groups,
     padded_key_mask,
+    slice_blocks,
     softmax_pieces,
     static_length,
 )
@@ -30,11 +31,11 @@ class LongformerAttention(MultiHeadAttention):
 
     Computation is chunked: queries in blocks of `w` against the 3 blocks
     around them (`3w` keys), a third more than the minimal band and O(n·w)
-    memory; the blocks are processed in groups of about
-    `sparse_attention.GROUP_QUERIES` queries, so the live scores stay the
-    same size whatever the length. Dilation (one value, or one per head) reorders each head's tokens
-    by residue modulo the dilation, which turns a dilated window into a plain
-    one on each residue class; heads are grouped by dilation. Any length
+    memory; the blocks run in groups of about `sparse_attention.GROUP_QUERIES`
+    queries, so the live scores stay the same size whatever the length.
+    Dilation (one value, or one per head) reorders each head's tokens by
+    residue modulo the dilation, which turns a dilated window into a plain one
+    on each residue class; heads are grouped by dilation. Any length
     works: the sequence is padded to a multiple of `w·dilation` inside the
     layer and the padding masked and stripped, so a short sequence (under
     `w+1` tokens) simply gets full attention, as in the reference.
@@ -254,15 +255,8 @@ class LongformerAttention(MultiHeadAttention):
             pad[axis] = (1, 1)
             return ops.pad(x, pad)
 
-        def take_blocks(x, axis, start, count):  # blocks [start, start + count) of `axis`
-            size = list(x.shape)
-            if size[0] is None:
-                size[0] = ops.shape(x)[0]
-            size[axis] = count
-            return ops.slice(x, [0] * axis + [start] + [0] * (len(size) - axis - 1), size)
-
         def neighbours(x, axis, start):  # blocks i-1, i, i+1 side by side, i in the group
-            x = take_blocks(x, axis, start, group + 2)
+            x = slice_blocks(x, axis, start, group + 2)
             before = (slice(None),) * axis
             parts = [x[before + (slice(shift, shift + group),)] for shift in range(3)]
             return ops.concatenate(parts, axis=axis + 1)
@@ -277,7 +271,7 @@ class LongformerAttention(MultiHeadAttention):
         in_window = ops.convert_to_tensor(np.abs(offset) <= w)  # (w, 3w)
 
         def group_context(start):  # (B, h, z, group, w, d) for blocks [start, start + group)
-            q_group = take_blocks(q, 3, start, group)
+            q_group = slice_blocks(q, 3, start, group)
             k_band = neighbours(k, 3, start)  # (B, h, z, group, 3w, d)
             v_band = neighbours(v, 3, start)
             band_valid = neighbours(valid, 2, start)  # (B, z, group, 3w)

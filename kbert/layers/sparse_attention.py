@@ -25,6 +25,15 @@ def group_blocks(num_blocks, block_queries):
     return group, -(-num_blocks // group)
 
 
+def slice_blocks(x, axis, start, count):
+    """Blocks `[start, start + count)` of `axis` (`start` may be a traced scalar)."""
+    size = list(x.shape)
+    if size[0] is None:  # a symbolic batch
+        size[0] = ops.shape(x)[0]
+    size[axis] = count
+    return ops.slice(x, [0] * axis + [start] + [0] * (len(size) - axis - 1), size)
+
+
 def map_groups(layer, group_fn, groups, group, training, axis):
     """`group_fn(start)` for each group's first block `start`, joined on the blocks `axis`.
 
