@@ -98,6 +98,8 @@ def main():
     parser.add_argument("--key-copies", type=int, default=16)
     parser.add_argument("--only", help="train only the models whose name contains this")
     args = parser.parse_args()
+    if args.keys % 2 == 0 or args.keys * args.key_copies > LENGTH - 1:
+        parser.error(f"--keys must be odd (no ties) and fit the document; received {args.keys}.")
     keras.utils.set_random_seed(0)
     train_ids, train_labels = make_documents(args.train, 1, args.keys, args.key_copies)
     test_ids, test_labels = make_documents(args.test, 2, args.keys, args.key_copies)
