@@ -1,9 +1,47 @@
+import contextlib
+import threading
+
 import keras
 from keras import ops
 
 from kbert.layers.attention_mask import merge_attention_masks
 from kbert.layers.initializers import clone_initializer
 from kbert.layers.multi_head_attention import MultiHeadAttention
+
+
+_in_place = threading.local()
+
+
+@contextlib.contextmanager
+def cache_writes_in_place():
+    """Within this context, PyTorch key/value caches are written in place, not copied.
+
+    A functional cache update (`keras.ops.slice_update`) copies every layer's
+    whole cache at every step on eager PyTorch (XLA already updates loop
+    buffers in place). A decoding loop that never reads a cache again after
+    passing it on can let the layers write into it instead;
+    `kbert.generation.Seq2SeqGenerator` does. Other backends are unaffected.
+
+    >>> with cache_writes_in_place():
+    ...     pass
+    """
+    previous = getattr(_in_place, "active", False)
+    _in_place.active = True
+    try:
+        yield
+    finally:
+        _in_place.active = previous
+
+
+def write_cache(cache, update, index):
+    """`cache` `(batch, heads, 2, length, key_dim)` with `update` written from position `index`."""
+    update = ops.cast(update, cache.dtype)
+    if getattr(_in_place, "active", False) and keras.backend.backend() == "torch":
+        import torch
+
+        positions = torch.arange(update.shape[3], device=cache.device) + index
+        return cache.index_copy_(3, positions, update)
+    return ops.slice_update(cache, [0, 0, 0, index, 0], update)
 
 
 @keras.saving.register_keras_serializable(package="kbert")
@@ -15,13 +53,15 @@ class CachedMultiHeadAttention(MultiHeadAttention):
     float32 softmax (T5's relative position bias), and a fixed-size key/value
     cache for incremental decoding under XLA.
 
-    The cache is one tensor `(batch, 2, cache_length, heads, key_dim)` holding
-    projected keys and values. With `cache_update_index`, the keys and values
-    of `value` are written at that position (`keras.ops.slice_update`, static
-    shapes) and the query attends to the whole updated cache (mask the
-    positions not written yet with `attention_mask`); without it the cache is
-    used as it is (cross-attention to an encoder output projected once with
-    `compute_cache`).
+    The cache is one tensor `(batch, heads, 2, cache_length, key_dim)` holding
+    projected keys and values, heads first so that each head's keys and values
+    are read by batched matmuls without a copy. With `cache_update_index`, the
+    keys and values of `value` are written at that position
+    (`keras.ops.slice_update`, static shapes; in place on PyTorch inside
+    `cache_writes_in_place`) and the query attends to the whole updated cache
+    (mask the positions not written yet with `attention_mask`); without it the
+    cache is used as it is (cross-attention to an encoder output projected
+    once with `compute_cache`).
 
     Args:
         query_kernel_initializer: initializer of the query projection only
@@ -35,7 +75,7 @@ class CachedMultiHeadAttention(MultiHeadAttention):
             `MultiHeadAttention`; `padding_mask` and `attention_mask` cover the
             cache positions when a cache is given.
         attention_bias: float, broadcastable to `(batch, heads, query_length, key_length)`.
-        cache: `(batch, 2, cache_length, heads, key_dim)`, or None.
+        cache: `(batch, heads, 2, cache_length, key_dim)`, or None.
         cache_update_index: int or scalar tensor: where `value`'s keys/values go.
 
     Returns:
@@ -44,10 +84,10 @@ class CachedMultiHeadAttention(MultiHeadAttention):
     Example:
     >>> attention = CachedMultiHeadAttention(num_heads=2, key_dim=4, use_bias=False)
     >>> x = keras.ops.ones((1, 1, 8))
-    >>> cache = keras.ops.zeros((1, 2, 5, 2, 4))
+    >>> cache = keras.ops.zeros((1, 2, 2, 5, 4))
     >>> out, cache = attention(x, cache=cache, cache_update_index=0)
     >>> tuple(out.shape), tuple(cache.shape)
-    ((1, 1, 8), (1, 2, 5, 2, 4))
+    ((1, 1, 8), (1, 2, 2, 5, 4))
     """
 
     def __init__(self, num_heads, key_dim, query_kernel_initializer=None, **kwargs):
@@ -63,11 +103,15 @@ class CachedMultiHeadAttention(MultiHeadAttention):
         return dense
 
     def compute_cache(self, value):
-        """Projected keys and values of `value` `(batch, length, width)` as a cache."""
+        """Projected keys and values of `value` `(batch, length, width)` as a cache.
+
+        Returns `(batch, heads, 2, length, key_dim)`.
+        """
         self._check_cacheable()
-        k = self.split_heads(self.key_dense(value), self.key_dim)
-        v = self.split_heads(self.value_dense(value), self.value_dim)
-        return ops.stack([k, v], axis=1)
+        # Stacking the transposed heads lays the cache out contiguously.
+        k = ops.transpose(self.split_heads(self.key_dense(value), self.key_dim), (0, 2, 1, 3))
+        v = ops.transpose(self.split_heads(self.value_dense(value), self.value_dim), (0, 2, 1, 3))
+        return ops.stack([k, v], axis=2)
 
     def _check_cacheable(self):
         if self.value_dim != self.key_dim:
@@ -90,41 +134,56 @@ class CachedMultiHeadAttention(MultiHeadAttention):
     ):
         value = query if value is None else value
         key = value if key is None else key
+        mask = merge_attention_masks(padding_mask, attention_mask)
         q = self.split_heads(self.query_dense(query), self.key_dim)
         if cache is None:
             k = self.split_heads(self.key_dense(key), self.key_dim)
             v = self.split_heads(self.value_dense(value), self.value_dim)
-        else:
-            self._check_cacheable()
-            if len(cache.shape) != 5:
-                raise ValueError(
-                    "cache must have shape (batch, 2, cache_length, heads, key_dim); "
-                    f"received shape {tuple(cache.shape)}."
-                )
-            if cache_update_index is not None:
-                k = self.split_heads(self.key_dense(key), self.key_dim)
-                v = self.split_heads(self.value_dense(value), self.value_dim)
-                update = ops.cast(ops.stack([k, v], axis=1), cache.dtype)
-                start = [0, 0, cache_update_index, 0, 0]
-                cache = ops.slice_update(cache, start, update)
-            k, v = cache[:, 0], cache[:, 1]
-        mask = merge_attention_masks(padding_mask, attention_mask)
-        context = self.attend(q, k, v, mask=mask, bias=attention_bias, training=training)
+            context = self.attend(q, k, v, mask=mask, bias=attention_bias, training=training)
+            return self.output_dense(self._merge_heads(context))
+        self._check_cacheable()
+        if len(cache.shape) != 5 or cache.shape[2] != 2:
+            raise ValueError(
+                "cache must have shape (batch, heads, 2, cache_length, key_dim); "
+                f"received shape {tuple(cache.shape)}."
+            )
+        if cache_update_index is not None:
+            cache = write_cache(cache, self.compute_cache(value), cache_update_index)
+        context = self._attend_to_cache(q, cache, mask, attention_bias, training)
+        return self.output_dense(self._merge_heads(context)), cache
+
+    def _merge_heads(self, context):
         shape = ops.shape(context)
-        context = ops.reshape(context, (shape[0], shape[1], self.num_heads * self.value_dim))
-        output = self.output_dense(context)
-        return output if cache is None else (output, cache)
+        return ops.reshape(context, (shape[0], shape[1], self.num_heads * self.value_dim))
+
+    def _probabilities(self, scores, mask, bias, training):
+        """Softmax (in float32) of the scaled scores plus `bias`, masked, with dropout."""
+        scores = ops.cast(scores, "float32") * self.score_scale
+        if bias is not None:
+            scores = scores + ops.cast(bias, "float32")
+        if mask is not None:
+            scores = ops.where(mask, scores, -1e9)
+        probabilities = ops.cast(ops.softmax(scores, axis=-1), self.compute_dtype)
+        return self.dropout_layer(probabilities, training=training)
+
+    def _attend_to_cache(self, query, cache, mask, bias, training):
+        """Attention of `query` `(batch, length, heads, key_dim)` to a cache's keys and values.
+
+        Batched matmuls on the heads-first cache read its key and value slices
+        as strided views, where the fused kernel would copy them contiguous
+        at every step.
+        """
+        query = ops.transpose(query, (0, 2, 1, 3))
+        scores = ops.matmul(query, ops.swapaxes(cache[:, :, 0], -1, -2))
+        context = ops.matmul(self._probabilities(scores, mask, bias, training), cache[:, :, 1])
+        return ops.transpose(context, (0, 2, 1, 3))
 
     def attend(self, query, key, value, mask=None, bias=None, training=None):
         """`MultiHeadAttention.attend`, with `bias` added to the scaled scores in float32."""
         if bias is None:
             return super().attend(query, key, value, mask=mask, training=training)
         scores = ops.einsum("bqnh,bknh->bnqk", query, key)
-        scores = ops.cast(scores, "float32") * self.score_scale + ops.cast(bias, "float32")
-        if mask is not None:
-            scores = ops.where(mask, scores, -1e9)
-        probabilities = ops.cast(ops.softmax(scores, axis=-1), self.compute_dtype)
-        probabilities = self.dropout_layer(probabilities, training=training)
+        probabilities = self._probabilities(scores, mask, bias, training)
         return ops.einsum("bnqk,bknh->bqnh", probabilities, value)
 
     def compute_output_spec(self, query, *args, cache=None, **kwargs):

@@ -21,7 +21,7 @@ class TransformerDecoder(keras.layers.Layer):
     cross-attention gets none.
 
     Incremental decoding: pass `self_attention_cache`
-    `(batch, 2, max_length, heads, key_dim)` and `cache_update_index`; the
+    `(batch, heads, 2, max_length, key_dim)` and `cache_update_index`; the
     step's keys and values are written at that index and the call returns
     `(outputs, self_attention_cache)`. `cross_attention_cache` (from
     `cross_attention.compute_cache(encoder_outputs)`) saves re-projecting the
@@ -194,7 +194,7 @@ class TransformerDecoder(keras.layers.Layer):
         attention_mask = None
         if self.causal:
             query_length = ops.shape(x)[1]
-            key_length = ops.shape(self_attention_cache)[2] if caching else query_length
+            key_length = ops.shape(self_attention_cache)[3] if caching else query_length
             offset = cache_update_index if caching else 0
             attention_mask = self._causal_mask(query_length, key_length, offset)
 

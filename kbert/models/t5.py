@@ -274,9 +274,9 @@ class T5(keras.Model):
         )
 
     def self_attention_caches(self, batch_size, max_length):
-        """Empty self-attention caches `(batch, 2, max_length, heads, key_dim)`, one per decoder block."""
+        """Empty self-attention caches `(batch, heads, 2, max_length, key_dim)`, one per decoder block."""
         attention = self.decoder_layers[0].self_attention
-        shape = (batch_size, 2, max_length, attention.num_heads, attention.key_dim)
+        shape = (batch_size, attention.num_heads, 2, max_length, attention.key_dim)
         return tuple(ops.zeros(shape, self.compute_dtype) for _ in self.decoder_layers)
 
     def decode_step(self, token_ids, index, self_caches, cross_caches, encoder_padding_mask):
@@ -294,7 +294,7 @@ class T5(keras.Model):
         """
 
         def run_blocks(x):
-            bias = self.decoder_position_bias(x, self_caches[0][:, 0], query_offset=index)
+            bias = self.decoder_position_bias(x, self_caches[0][:, 0, 0], query_offset=index)
             updated = []
             for block, cache, cross in zip(self.decoder_layers, self_caches, cross_caches):
                 x, cache = block(

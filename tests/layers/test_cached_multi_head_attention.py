@@ -14,6 +14,7 @@ from helpers import (
 )
 
 from kbert.layers import CachedMultiHeadAttention
+from kbert.layers.cached_multi_head_attention import cache_writes_in_place
 
 BATCH, LENGTH, HIDDEN, HEADS, KEY_DIM = 2, 6, 12, 3, 4
 
@@ -86,7 +87,7 @@ def test_incremental_cache_equals_causal_attention():
     bias = random_floats(rng, (1, HEADS, LENGTH, LENGTH))
     causal = np.tril(np.ones((LENGTH, LENGTH), "int32"))[None]
     expected = to_numpy(layer(x, attention_mask=causal, attention_bias=bias))
-    cache = np.zeros((BATCH, 2, LENGTH, HEADS, KEY_DIM), "float32")
+    cache = np.zeros((BATCH, HEADS, 2, LENGTH, KEY_DIM), "float32")
     for i in range(LENGTH):
         step, cache = layer(
             x[:, i : i + 1],
@@ -100,17 +101,36 @@ def test_incremental_cache_equals_causal_attention():
     np.testing.assert_allclose(to_numpy(cache), to_numpy(layer.compute_cache(x)), atol=1e-6)
 
 
+def test_in_place_writes_give_the_same_steps():
+    rng = np.random.default_rng(5)
+    layer = make_layer()
+    x = random_floats(rng, (BATCH, LENGTH, HIDDEN))
+    causal = np.tril(np.ones((LENGTH, LENGTH), "int32"))[None]
+    copied = np.zeros((BATCH, HEADS, 2, LENGTH, KEY_DIM), "float32")
+    written = keras.ops.zeros(copied.shape)
+    for i in range(LENGTH):
+        step = {"attention_mask": causal[:, i : i + 1], "cache_update_index": i}
+        expected, copied = layer(x[:, i : i + 1], cache=copied, **step)
+        with cache_writes_in_place():
+            outputs, updated = layer(x[:, i : i + 1], cache=written, **step)
+        np.testing.assert_allclose(to_numpy(outputs), to_numpy(expected), atol=1e-6)
+        # PyTorch writes into the given tensor; elsewhere the update stays functional.
+        assert (updated is written) == (keras.backend.backend() == "torch")
+        written = updated
+    np.testing.assert_allclose(to_numpy(written), to_numpy(copied), atol=1e-6)
+
+
 def test_cache_update_under_xla():
     rng = np.random.default_rng(3)
     layer = make_layer()
     x = random_floats(rng, (BATCH, 1, HIDDEN))
-    cache = random_floats(rng, (BATCH, 2, LENGTH, HEADS, KEY_DIM))
+    cache = random_floats(rng, (BATCH, HEADS, 2, LENGTH, KEY_DIM))
     index = keras.ops.convert_to_tensor(2, "int32")
     eager_out, eager_cache = layer(x, cache=cache, cache_update_index=2)
     out, new_cache = xla_call(layer, x, cache=cache, cache_update_index=index)
     np.testing.assert_allclose(out, to_numpy(eager_out), atol=1e-5)
     np.testing.assert_allclose(new_cache, to_numpy(eager_cache), atol=1e-6)
-    np.testing.assert_array_equal(new_cache[:, :, 3:], cache[:, :, 3:])
+    np.testing.assert_array_equal(new_cache[:, :, :, 3:], cache[:, :, :, 3:])
 
 
 def test_cross_attention_cache_is_used_as_is():
@@ -125,6 +145,6 @@ def test_cross_attention_cache_is_used_as_is():
 def test_errors():
     layer = CachedMultiHeadAttention(2, 4, value_dim=3)
     with pytest.raises(ValueError, match="value_dim == key_dim"):
-        layer(np.ones((1, 1, 8), "float32"), cache=np.zeros((1, 2, 3, 2, 4), "float32"), cache_update_index=0)
+        layer(np.ones((1, 1, 8), "float32"), cache=np.zeros((1, 2, 2, 3, 4), "float32"), cache_update_index=0)
     with pytest.raises(ValueError, match="cache must have shape"):
         make_layer()(np.ones((1, 1, 12), "float32"), cache=np.zeros((1, 2, 3), "float32"))

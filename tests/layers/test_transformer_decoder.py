@@ -160,7 +160,7 @@ def test_cached_steps_equal_full_call():
     full = to_numpy(
         layer(i["inputs"], encoder_outputs=i["encoder_outputs"], encoder_padding_mask=i["encoder_padding_mask"], attention_bias=bias)
     )
-    cache = np.zeros((BATCH, 2, LENGTH, HEADS, WIDTH // HEADS), "float32")
+    cache = np.zeros((BATCH, HEADS, 2, LENGTH, WIDTH // HEADS), "float32")
     cross = layer.cross_attention.compute_cache(i["encoder_outputs"])
     for step in range(LENGTH):
         out, cache = layer(
@@ -180,7 +180,7 @@ def test_errors():
     with pytest.raises(ValueError, match="pass encoder_outputs"):
         layer(x)
     with pytest.raises(ValueError, match="together"):
-        layer(x, encoder_outputs=x, self_attention_cache=np.zeros((1, 2, 2, HEADS, 4), "float32"))
+        layer(x, encoder_outputs=x, self_attention_cache=np.zeros((1, HEADS, 2, 2, 4), "float32"))
     with pytest.raises(ValueError, match="not divisible"):
         TransformerDecoder(5, FF).build((1, 2, WIDTH))
     with pytest.raises(ValueError, match="expects inputs of shape"):
