@@ -10,6 +10,9 @@ of them, so the loop is written here against the small interface of
 """
 
 
+import functools
+import types
+
 import keras
 import numpy as np
 from keras import ops
@@ -56,6 +59,30 @@ def _compile(fn, model, jit_compile):
 
         return no_grad
     return fn
+
+
+def _torch_compiled_step(model):
+    """`model.decode_step` under `torch.compile`, with a compilation cache of its own.
+
+    By default Dynamo guards every attribute of every layer of the model,
+    which costs milliseconds per step, and Keras setting an attribute on the
+    first call forces a second compilation. The guards on the model's modules
+    are therefore dropped. That is safe only while one model uses the cache,
+    and Dynamo keeps its cache on the code object, so the step is compiled
+    from a copy of `decode_step` with a code object of its own.
+    """
+    import torch
+
+    function = type(model).decode_step
+    copy = types.FunctionType(
+        function.__code__.replace(),
+        function.__globals__,
+        function.__name__,
+        function.__defaults__,
+        function.__closure__,
+    )
+    guards = {"guard_filter_fn": torch.compiler.skip_guard_on_all_nn_modules_unsafe}
+    return functools.partial(torch.compile(copy, options=guards), model)
 
 
 class Seq2SeqGenerator:
@@ -159,9 +186,7 @@ class Seq2SeqGenerator:
         self.seed_generator = keras.random.SeedGenerator(seed)
         self._decode_step = model.decode_step
         if torch_backend and jit_compile and use_cache:
-            import torch
-
-            self._decode_step = torch.compile(model.decode_step)
+            self._decode_step = _torch_compiled_step(model)
         self._function = _compile(self._generate, model, jit_compile)
 
     def __call__(self, inputs):
