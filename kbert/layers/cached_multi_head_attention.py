@@ -33,7 +33,7 @@ def cache_writes_in_place():
         _in_place.active = previous
 
 
-def write_cache(cache, update, index):
+def _write_cache(cache, update, index):
     """`cache` `(batch, heads, 2, length, key_dim)` with `update` written from position `index`."""
     update = ops.cast(update, cache.dtype)
     if getattr(_in_place, "active", False) and keras.backend.backend() == "torch":
@@ -108,8 +108,12 @@ class CachedMultiHeadAttention(MultiHeadAttention):
         Returns `(batch, heads, 2, length, key_dim)`.
         """
         self._check_cacheable()
-        # Stacking the transposed heads lays the cache out contiguously.
-        k = ops.transpose(self.split_heads(self.key_dense(value), self.key_dim), (0, 2, 1, 3))
+        return self._project(value, value)
+
+    def _project(self, key, value):
+        """Projected keys and values `(batch, heads, 2, length, key_dim)`."""
+        # Stacking the transposed heads lays them out contiguously.
+        k = ops.transpose(self.split_heads(self.key_dense(key), self.key_dim), (0, 2, 1, 3))
         v = ops.transpose(self.split_heads(self.value_dense(value), self.value_dim), (0, 2, 1, 3))
         return ops.stack([k, v], axis=2)
 
@@ -148,7 +152,7 @@ class CachedMultiHeadAttention(MultiHeadAttention):
                 f"received shape {tuple(cache.shape)}."
             )
         if cache_update_index is not None:
-            cache = write_cache(cache, self.compute_cache(value), cache_update_index)
+            cache = _write_cache(cache, self._project(key, value), cache_update_index)
         context = self._attend_to_cache(q, cache, mask, attention_bias, training)
         return self.output_dense(self._merge_heads(context)), cache
 
