@@ -106,6 +106,19 @@ def test_eager_loop_equals_compiled_loop(t5):
     np.testing.assert_array_equal(compiled, eager)
 
 
+@pytest.mark.skipif(keras.backend.backend() != "torch", reason="torch.compile's cache")
+def test_compiled_steps_of_two_models_are_kept_apart():
+    # Same tensor shapes, other layers (gated FFN): the compiled steps must not be shared.
+    x = inputs()
+    plain = model()
+    gated = T5(vocabulary_size=30, num_layers=1, num_decoder_layers=2, num_heads=2, hidden_dim=8,
+               intermediate_dim=16, dropout=0.0, use_gated_activation=True)
+    for t5 in (plain, gated, plain):
+        eager = Seq2SeqGenerator(t5, max_new_tokens=STEPS, jit_compile=False)(x)
+        compiled = Seq2SeqGenerator(t5, max_new_tokens=STEPS, jit_compile=True)(x)
+        np.testing.assert_array_equal(compiled, eager)
+
+
 def test_tiny_top_p_is_greedy(t5, greedy):
     # top_p keeps at least the most likely token, so a tiny nucleus is greedy.
     x = inputs()
