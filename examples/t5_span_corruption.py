@@ -1,6 +1,7 @@
 """Pretrain a tiny T5 with span corruption, show its filled-in spans, then fine-tune it text-to-text.
 
     KERAS_BACKEND=jax python examples/t5_span_corruption.py [--steps 2000] [--finetune-steps 3000]
+        [--pretrain-learning-rate 5e-4] [--finetune-learning-rate 2e-3]
 
 1. Trains a SentencePiece model on the main job's built-in corpus
    (`kbert.pretraining.pretraining_run.default_corpus()`: the interpreter's
@@ -83,7 +84,7 @@ def pretrain(model, tokenizer, documents, vocabulary_size, args):
     held_out = stream[-20000:]
     corruption = SpanCorruption(args.inputs_length, vocabulary_size)
     dataset = corruption.dataset(stream[:-20000], batch_size=args.batch).repeat()
-    compile_for(model, args.steps, args.learning_rate)
+    compile_for(model, args.steps, args.pretrain_learning_rate)
     history = model.fit(dataset, steps_per_epoch=args.steps, epochs=1, shuffle=False, verbose=0)
     print(f"span corruption: {args.steps} steps of {args.batch} x {args.inputs_length} tokens, "
           f"mean loss {history.history['loss'][0]:.3f}")
@@ -134,7 +135,7 @@ def reverse_task(models, tokenizer, lines, args):
     print(f"\ntext-to-text fine-tune ({epochs} epochs on {len(y)} examples), greedy exact match "
           "on 64 new examples:")
     for name, model in models.items():
-        compile_for(model, epochs * (len(y) // args.batch + 1), args.learning_rate)
+        compile_for(model, epochs * (len(y) // args.batch + 1), args.finetune_learning_rate)
         model.fit(x, y, batch_size=args.batch, epochs=epochs, verbose=0)
         predicted = Seq2SeqGenerator(model, max_new_tokens=20)(
             {"encoder_token_ids": source_ids, "encoder_padding_mask": (source_ids != 0).astype("int32")}
@@ -153,7 +154,10 @@ def main():
     parser.add_argument("--finetune-examples", type=int, default=4000)
     parser.add_argument("--inputs-length", type=int, default=64)
     parser.add_argument("--batch", type=int, default=32)
-    parser.add_argument("--learning-rate", type=float, default=2e-3)
+    # Pretraining at the fine-tune's 2e-3 left a model that fine-tuned to 6% where 5e-4 gave 31%
+    # (1500 fine-tune steps).
+    parser.add_argument("--pretrain-learning-rate", type=float, default=5e-4)
+    parser.add_argument("--finetune-learning-rate", type=float, default=2e-3)
     args = parser.parse_args()
     keras.utils.set_random_seed(0)
     documents, lines, tokenizer = corpus_tokenizer()
