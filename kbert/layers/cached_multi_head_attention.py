@@ -9,7 +9,11 @@ from kbert.layers.initializers import clone_initializer
 from kbert.layers.multi_head_attention import MultiHeadAttention
 
 
-_in_place = threading.local()
+class _InPlace(threading.local):
+    active = False  # per thread
+
+
+_in_place = _InPlace()
 
 
 @contextlib.contextmanager
@@ -25,7 +29,7 @@ def cache_writes_in_place():
     >>> with cache_writes_in_place():
     ...     pass
     """
-    previous = getattr(_in_place, "active", False)
+    previous = _in_place.active
     _in_place.active = True
     try:
         yield
@@ -36,7 +40,7 @@ def cache_writes_in_place():
 def _write_cache(cache, update, index):
     """`cache` `(batch, heads, 2, length, key_dim)` with `update` written from position `index`."""
     update = ops.cast(update, cache.dtype)
-    if getattr(_in_place, "active", False) and keras.backend.backend() == "torch":
+    if _in_place.active and keras.backend.backend() == "torch":
         import torch
 
         positions = torch.arange(update.shape[3], device=cache.device) + index
