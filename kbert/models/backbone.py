@@ -1,0 +1,56 @@
+"""The base class of kbert's backbones."""
+
+import keras
+
+from kbert.serialization import attribute_config, deserialize_arguments
+
+
+class Backbone(keras.Model):
+    """A functional kbert backbone: dict inputs, dict outputs, no loss.
+
+    Subclasses wire their functional graph and call
+    `super().__init__(inputs=..., outputs=..., dtype=dtype)`, and keep each
+    constructor argument as an attribute of the same name; this base owns the
+    rest of what every backbone repeats:
+
+    - layers may be set as attributes before `super().__init__` (the
+      KerasHub habit), so methods that wire the graph can read them off
+      `self` on every backend (PyTorch modules otherwise refuse attributes
+      before their own initialisation);
+    - the dtype policy, which functional models otherwise drop, is kept, so
+      `dtype_policy` and the config carry it;
+    - `get_config` is the constructor's arguments read back from the
+      attributes, and `from_config` rebuilds the dtype policy.
+
+    A backbone owns no loss: the pretrainers and tasks that wrap it do.
+
+    Example:
+    >>> import kbert
+    >>> backbone = kbert.models.bert_tiny(num_layers=1, dtype="mixed_bfloat16")
+    >>> isinstance(backbone, Backbone), backbone.dtype_policy.name
+    (True, 'mixed_bfloat16')
+    >>> copy = type(backbone).from_config(backbone.get_config())
+    >>> copy.num_layers, copy.dtype_policy.name
+    (1, 'mixed_bfloat16')
+    """
+
+    def __init__(self, *args, dtype=None, **kwargs):
+        super().__init__(*args, dtype=dtype, **kwargs)
+        self.dtype_policy = dtype
+
+    def __setattr__(self, name, value):
+        # On PyTorch, `torch.nn.Module.__setattr__` refuses a layer before the
+        # module is initialised; the functional graph tracks every layer anyway.
+        if keras.backend.backend() == "torch" and not hasattr(self, "_initialized"):
+            return object.__setattr__(self, name, value)
+        return super().__setattr__(name, value)
+
+    def get_config(self):
+        config = {"name": self.name, "trainable": self.trainable}
+        config.update(attribute_config(self, skip=("name",)))
+        config["dtype"] = keras.dtype_policies.serialize(self.dtype_policy)
+        return config
+
+    @classmethod
+    def from_config(cls, config):
+        return cls(**deserialize_arguments(config))
