@@ -24,8 +24,14 @@ run: setup
 test: setup
 	bash scripts/test.sh
 
+# Every script in benchmarks/: the per-backend ones once per backend, the others
+# (which start one process per backend themselves) once. Tables go to benchmarks/results/.
+PER_BACKEND_BENCHMARKS := encoder_throughput finetuning long_attention
 benchmark: setup
-	for backend in tensorflow jax torch; do \
-		KERAS_BACKEND=$$backend $(PY) benchmarks/encoder_throughput.py || exit 1; \
+	for script in $(PER_BACKEND_BENCHMARKS); do \
+		for backend in tensorflow jax torch; do \
+			KERAS_BACKEND=$$backend $(PY) benchmarks/$$script.py || exit 1; \
+		done; \
 	done
+	$(PY) benchmarks/generation.py
 	KERAS_BACKEND=$(BACKEND) $(PY) benchmarks/pretraining_pipeline.py
