@@ -8,7 +8,9 @@ A random t5_small decodes `--new` tokens for `--batch` encoder inputs of
 `--source` tokens; the end id is disabled on both sides (kbert `end_id=-1`,
 transformers `min_new_tokens`), so every run makes exactly the same number of
 tokens. On torch kbert runs both eagerly and with its decoder step compiled
-by `torch.compile` (`jit_compile=True`). After a warm-up call per system
+by `torch.compile` (`jit_compile=True`); kbert decodes through
+`kbert.tasks.Seq2SeqLM.generate`, which keeps one compiled generator per set
+of options. After a warm-up call per system
 that pays compilation, the systems of a backend are timed in turns and the
 median of `--repeats` calls is reported as generated tokens per second
 (batch × new tokens / seconds). The table is printed and written to
@@ -54,10 +56,10 @@ def measure(args):
 
     import kbert
     import keras
-    from kbert.generation import Seq2SeqGenerator
+    from kbert.tasks import Seq2SeqLM
 
     keras.utils.set_random_seed(0)
-    model = kbert.models.t5_small(dropout=0.0)
+    model = Seq2SeqLM(kbert.models.t5_small(dropout=0.0))
     rng = np.random.default_rng(0)
     ids = rng.integers(2, 32000, (args.batch, args.source)).astype("int32")
     inputs = {"encoder_token_ids": ids, "encoder_padding_mask": np.ones_like(ids)}
@@ -65,16 +67,17 @@ def measure(args):
     backend = keras.backend.backend()
     label = {"tensorflow": "TF + XLA", "jax": "JAX (jit)", "torch": "torch (eager)"}[backend]
     systems = []
+    def generate(**options):
+        return model.generate(inputs, max_new_tokens=args.new, end_id=-1, **options)
+
     for use_cache in (True, False):
-        generator = Seq2SeqGenerator(model, max_new_tokens=args.new, use_cache=use_cache, end_id=-1)
         name = f"kbert {label}, {'cache' if use_cache else 'no cache'}"
-        systems.append((name, lambda generator=generator: generator(inputs)))
+        systems.append((name, lambda use_cache=use_cache: generate(use_cache=use_cache)))
     if backend == "torch":
         import torch
         import transformers
 
-        compiled = Seq2SeqGenerator(model, max_new_tokens=args.new, end_id=-1, jit_compile=True)
-        systems.insert(1, ("kbert torch (torch.compile), cache", lambda: compiled(inputs)))
+        systems.insert(1, ("kbert torch (torch.compile), cache", lambda: generate(jit_compile=True)))
         config = transformers.T5Config.from_dict(
             dict(vocab_size=32128, d_model=512, d_kv=64, d_ff=2048, num_layers=6, num_heads=8,
                  dropout_rate=0.0, decoder_start_token_id=0, eos_token_id=1, pad_token_id=0)
@@ -82,7 +85,7 @@ def measure(args):
         hf_model = transformers.T5ForConditionalGeneration(config).eval()
         hf_ids = torch.tensor(ids, dtype=torch.long)
 
-        def generate(use_cache):
+        def hf_generate(use_cache):
             with torch.no_grad():
                 hf_model.generate(
                     input_ids=hf_ids,
@@ -96,7 +99,7 @@ def measure(args):
 
         for use_cache in (True, False):
             name = f"transformers generate, {'cache' if use_cache else 'no cache'}"
-            systems.append((name, lambda use_cache=use_cache: generate(use_cache)))
+            systems.append((name, lambda use_cache=use_cache: hf_generate(use_cache)))
     seconds = _timed(systems, args.repeats)
     return [(name, tokens / seconds[name]) for name, _ in systems]
 

@@ -24,10 +24,10 @@ import numpy as np  # noqa: E402
 
 import kbert  # noqa: E402
 import keras  # noqa: E402
-from kbert.generation import Seq2SeqGenerator  # noqa: E402
 from kbert.models import T5, seq2seq_inputs  # noqa: E402
 from kbert.pretraining import SpanCorruption, create_optimizer  # noqa: E402
 from kbert.pretraining.pretraining_run import default_corpus  # noqa: E402
+from kbert.tasks import Seq2SeqLM  # noqa: E402
 from kbert.text import SentencePieceTokenizer, train_sentence_piece  # noqa: E402
 
 SENTINELS = 32
@@ -59,8 +59,10 @@ def corpus_tokenizer():
 
 
 def tiny_t5(vocabulary_size):
-    return T5(vocabulary_size=vocabulary_size, num_layers=2, num_heads=4, hidden_dim=128,
-              intermediate_dim=512, dropout=0.0)
+    """A 2+2-layer T5 backbone, d 128, inside the `Seq2SeqLM` task that trains and generates."""
+    backbone = T5(vocabulary_size=vocabulary_size, num_layers=2, num_heads=4, hidden_dim=128,
+                  intermediate_dim=512, dropout=0.0)
+    return Seq2SeqLM(backbone)
 
 
 def compile_for(model, steps, learning_rate):
@@ -89,16 +91,18 @@ def pretrain(model, tokenizer, documents, vocabulary_size, args):
     print(f"span corruption: {args.steps} steps of {args.batch} x {args.inputs_length} tokens, "
           f"mean loss {history.history['loss'][0]:.3f}")
 
-    generator = Seq2SeqGenerator(model, max_new_tokens=corruption.targets_length)
     chunks = [held_out[i * corruption.raw_length:(i + 1) * corruption.raw_length] for i in range(3)]
     examples = [corruption(np.array(c, "int32"), seed=[9, i]) for i, c in enumerate(chunks)]
     inputs = np.stack([e["inputs"].numpy() for e in examples])
     targets = np.stack([e["targets"].numpy() for e in examples])
-    logits = model.predict_on_batch(seq2seq_inputs(inputs, targets))["logits"]
+    logits = model.predict_on_batch(seq2seq_inputs(inputs, targets))
     real = targets != 0
     accuracy = ((np.argmax(logits, -1) == targets) & real).sum() / real.sum()
     print(f"held-out target tokens predicted (teacher forcing): {accuracy:.1%}")
-    predictions = generator({"encoder_token_ids": inputs, "encoder_padding_mask": np.ones_like(inputs)})
+    predictions = model.generate(
+        {"encoder_token_ids": inputs, "encoder_padding_mask": np.ones_like(inputs)},
+        max_new_tokens=corruption.targets_length,
+    )
     for example, prediction in zip(examples, predictions):
         print("\ninputs :", readable(tokenizer, example["inputs"].numpy(), vocabulary_size))
         print("targets:", readable(tokenizer, example["targets"].numpy(), vocabulary_size))
@@ -137,8 +141,9 @@ def reverse_task(models, tokenizer, lines, args):
     for name, model in models.items():
         compile_for(model, epochs * (len(y) // args.batch + 1), args.finetune_learning_rate)
         model.fit(x, y, batch_size=args.batch, epochs=epochs, verbose=0)
-        predicted = Seq2SeqGenerator(model, max_new_tokens=20)(
-            {"encoder_token_ids": source_ids, "encoder_padding_mask": (source_ids != 0).astype("int32")}
+        predicted = model.generate(
+            {"encoder_token_ids": source_ids, "encoder_padding_mask": (source_ids != 0).astype("int32")},
+            max_new_tokens=20,
         )
         texts = [t.decode() for t in tokenizer.detokenize(predicted).numpy()]
         accuracy = np.mean([p == t for p, t in zip(texts, test_targets)])

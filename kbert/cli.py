@@ -1,12 +1,16 @@
 """The `kbert` command (also `python -m kbert`).
 
     kbert pretrain [--objective mlm_nsp] [--corpus PATH ...] [--steps 300] ...
+    kbert finetune [--task classify --checkpoint PATH --train FILE --validation FILE] ...
     kbert tour [--model bert_base] [--sentence TEXT]
 
 `pretrain` is the main job (see `kbert.pretraining.pretraining_run`): with no
 arguments it learns a vocabulary from the interpreter's bundled documentation,
 pretrains a small BERT, evaluates it on held-out text, saves it and shows a
-fill-in-the-blank demo. `tour` builds a model and runs it on one sentence.
+fill-in-the-blank demo. `finetune` fine-tunes a checkpoint on a task (see
+`kbert.tasks.finetuning_run`); with no data arguments it fine-tunes the
+model `pretrain` left, beside the same model from random init, on BBC News
+topics. `tour` builds a model and runs it on one sentence.
 `--backend` selects the Keras backend (the process re-starts itself with
 `KERAS_BACKEND` set when needed). Bad input ends with a one-line error and
 exit status 2.
@@ -50,7 +54,31 @@ def _parser():
     pretrain.add_argument("--output", default="runs/pretrain",
                           help="folder for the model, vocabulary, metrics and the resume backup")
     pretrain.add_argument("--backend", choices=BACKENDS, help="Keras backend for this run")
+    _finetune_parser(commands)
     return parser
+
+
+def _finetune_parser(commands):
+    finetune = commands.add_parser(
+        "finetune", help="fine-tune a checkpoint on a task; with no data arguments, on BBC News topics")
+    finetune.add_argument("--task", choices=("classify", "regress", "tag", "qa", "choice"),
+                          help="classify/regress: CSV, TSV or JSONL with text, [text_pair,] label; "
+                               "tag: CoNLL-2003 columns; qa: SQuAD JSON; choice: SWAG CSV")
+    finetune.add_argument("--checkpoint", help="a Hugging Face folder, a kbert model.keras with its "
+                                               "vocab.txt beside it, or a builder name (random init)")
+    finetune.add_argument("--train", help="the training file")
+    finetune.add_argument("--validation", help="the validation file")
+    finetune.add_argument("--vocabulary", help="vocab.txt or spiece.model, if not beside the checkpoint")
+    finetune.add_argument("--epochs", type=int, default=3)
+    finetune.add_argument("--batch-size", type=int, default=32)
+    finetune.add_argument("--learning-rate", type=float, default=5e-5)
+    finetune.add_argument("--sequence-length", type=int, default=128)
+    finetune.add_argument("--seed", type=int, default=0)
+    finetune.add_argument("--output", default="runs/finetune",
+                          help="folder for metrics.json, predictions.jsonl, model.keras and the resume backup")
+    finetune.add_argument("--pretrained", default="runs/pretrain",
+                          help="with no data arguments: the folder `kbert pretrain` wrote")
+    finetune.add_argument("--backend", choices=BACKENDS, help="Keras backend for this run")
 
 
 def _use_backend(backend, argv):
@@ -125,26 +153,51 @@ def main(argv=None):
         tour(args)
     elif args.command == "pretrain":
         pretrain(args)
+    elif args.command == "finetune":
+        finetune(args)
     return 0
+
+
+def _one_line_errors(run):
+    """Run `run()`; a bad-input error ends the command with one line and exit status 2."""
+    try:
+        return run()
+    except (ValueError, FileNotFoundError) as error:
+        message = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+        print(f"kbert: {message}", file=sys.stderr)
+        raise SystemExit(2) from None
 
 
 def pretrain(args):
     from kbert.pretraining.pretraining_run import run_pretraining
 
-    try:
-        run_pretraining(
-            corpus=args.corpus,
-            output=args.output,
-            model=args.model,
-            objective=args.objective,
-            steps=args.steps,
-            batch_size=args.batch_size,
-            sequence_length=args.sequence_length,
-            vocabulary_size=args.vocabulary_size,
-            learning_rate=args.learning_rate,
-            seed=args.seed,
-        )
-    except (ValueError, FileNotFoundError) as error:
-        message = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
-        print(f"kbert: {message}", file=sys.stderr)
-        raise SystemExit(2) from None
+    _one_line_errors(lambda: run_pretraining(
+        corpus=args.corpus,
+        output=args.output,
+        model=args.model,
+        objective=args.objective,
+        steps=args.steps,
+        batch_size=args.batch_size,
+        sequence_length=args.sequence_length,
+        vocabulary_size=args.vocabulary_size,
+        learning_rate=args.learning_rate,
+        seed=args.seed,
+    ))
+
+
+def finetune(args):
+    from kbert.tasks import finetuning_run
+
+    training = dict(epochs=args.epochs, batch_size=args.batch_size, learning_rate=args.learning_rate,
+                    sequence_length=args.sequence_length, output=args.output, seed=args.seed)
+    data = {"--task": args.task, "--checkpoint": args.checkpoint, "--train": args.train,
+            "--validation": args.validation}
+    if not any(data.values()):
+        return _one_line_errors(lambda: finetuning_run.run_bbc_news_comparison(args.pretrained, **training))
+    missing = [name for name, value in data.items() if not value]
+    if missing:
+        print(f"kbert: finetune needs {', '.join(missing)} too (or no data arguments, for the BBC "
+              "News demo).", file=sys.stderr)
+        raise SystemExit(2)
+    return _one_line_errors(lambda: finetuning_run.run_finetuning(
+        args.task, args.checkpoint, args.train, args.validation, vocabulary=args.vocabulary, **training))

@@ -35,26 +35,41 @@ import re
 import keras
 
 from kbert.backend_utils import quiet_import
+from kbert.layers.sublayer_names import (
+    ATTENTION,
+    BLOCK_NAME_END,
+    GATE,
+    GLOBAL_SUFFIX,
+    INTERMEDIATE,
+    KEY,
+    LM_HEAD,
+    OUTPUT,
+    QUERY,
+    TOKEN_EMBEDDING,
+    VALUE,
+)
 
 MODEL_AXIS = "model"
 BATCH_AXIS = "batch"
 
-# (variable path pattern, layout with `_M` for the model axis), matched with
-# `re.fullmatch` against `variable.path` by `keras.distribution.LayoutMap`.
-# Attention layers name their projections query/key/value/output (Longformer
+# (variable path pattern, layout), matched with `re.fullmatch` against
+# `variable.path` by `keras.distribution.LayoutMap`; a layout names
+# `MODEL_AXIS` where the variable is split (`layout_map` puts the mesh's model
+# axis there). The patterns are built from `kbert.layers.sublayer_names`:
+# attention layers name their projections query/key/value/output (Longformer
 # adds `*_global`); T5's sit under self_attention/ and cross_attention/; a
 # block's feed-forward layers are intermediate (and gate) and output.
-_M = object()
-_COLUMNS, _ROWS, _VECTOR = (None, _M), (_M, None), (_M,)
-_SHARDING_RULES = (
-    (r".*attention/(query|key|value)(_global)?/kernel", _COLUMNS),
-    (r".*attention/(query|key|value)(_global)?/bias", _VECTOR),
-    (r".*attention/output/kernel", _ROWS),
-    (r".*(intermediate|gate)/kernel", _COLUMNS),
-    (r".*intermediate/bias", _VECTOR),
-    (r".*layer(_\d+)?/output/kernel", _ROWS),
-    (r".*token_embedding/embeddings", _COLUMNS),
-    (r".*lm_head/kernel", _ROWS),
+_COLUMNS, _ROWS, _VECTOR = (None, MODEL_AXIS), (MODEL_AXIS, None), (MODEL_AXIS,)
+_PROJECTION = rf"{ATTENTION}/({QUERY}|{KEY}|{VALUE})({GLOBAL_SUFFIX})?"
+SHARDING_RULES = (
+    (rf".*{_PROJECTION}/kernel", _COLUMNS),
+    (rf".*{_PROJECTION}/bias", _VECTOR),
+    (rf".*{ATTENTION}/{OUTPUT}/kernel", _ROWS),
+    (rf".*({INTERMEDIATE}|{GATE})/kernel", _COLUMNS),
+    (rf".*{INTERMEDIATE}/bias", _VECTOR),
+    (rf".*{BLOCK_NAME_END}(_\d+)?/{OUTPUT}/kernel", _ROWS),
+    (rf".*{TOKEN_EMBEDDING}/embeddings", _COLUMNS),
+    (rf".*{LM_HEAD}/kernel", _ROWS),
 )
 
 
@@ -145,9 +160,8 @@ def device_mesh(model_parallel=1, devices=None):
 
 
 def _preset_sharded_dims(name):
-    """The widths that `_SHARDING_RULES` split, for a named preset."""
-    from kbert.models.presets import PRESETS
-    from kbert.models.t5_presets import T5_PRESETS
+    """The widths that `SHARDING_RULES` split, for a named preset."""
+    from kbert.models.presets import PRESETS, T5_PRESETS
 
     if name in PRESETS:
         config = PRESETS[name]
@@ -165,9 +179,9 @@ def _sharded_variables(model):
     """`(path, shape, sharded axis)` of each of `model`'s variables that a rule shards."""
     sharded = []
     for variable in model.weights:
-        for pattern, axes in _SHARDING_RULES:
+        for pattern, axes in SHARDING_RULES:
             if re.fullmatch(pattern, variable.path):
-                sharded.append((variable.path, tuple(variable.shape), axes.index(_M)))
+                sharded.append((variable.path, tuple(variable.shape), axes.index(MODEL_AXIS)))
                 break
     return sharded
 
@@ -221,8 +235,8 @@ def layout_map(model_or_name, device_mesh, model_axis=MODEL_AXIS):
             f"{model_axis!r} axis of size {size}: not divisible: {', '.join(bad)}."
         )
     layout = keras.distribution.LayoutMap(device_mesh)
-    for pattern, axes in _SHARDING_RULES:
-        layout[pattern] = tuple(model_axis if axis is _M else axis for axis in axes)
+    for pattern, axes in SHARDING_RULES:
+        layout[pattern] = tuple(model_axis if axis == MODEL_AXIS else axis for axis in axes)
     return layout
 
 

@@ -165,7 +165,7 @@ def np_attention_mask(batch, query_length, key_length, padding_mask=None, attent
 
 
 def np_multi_head_attention(
-    query, value, weights, num_heads, key_dim, value_dim=None, mask=None, scale=None
+    query, value, weights, num_heads, key_dim, value_dim=None, mask=None, scale=None, bias=None
 ):
     """Multi-head attention with `1/sqrt(key_dim)` scaling and masked keys removed.
 
@@ -173,6 +173,7 @@ def np_multi_head_attention(
         query: `(batch, q, width)`; value: `(batch, k, width)` (also the key input).
         weights: dict of `query`, `key`, `value`, `output` -> `(kernel, bias)`.
         mask: bool `(batch, q, k)`; False keys get zero probability.
+        bias: added to the scaled scores `(batch, heads, q, k)` (broadcast).
     """
     value_dim = value_dim or key_dim
     batch, q_len, _ = query.shape
@@ -182,6 +183,8 @@ def np_multi_head_attention(
     v = np_dense(value, *weights["value"]).reshape(batch, k_len, num_heads, value_dim)
     scale = 1.0 / math.sqrt(key_dim) if scale is None else scale
     scores = np.einsum("bqnh,bknh->bnqk", q, k) * scale
+    if bias is not None:
+        scores = scores + np.asarray(bias, np.float64)
     if mask is not None:
         scores = np.where(np.asarray(mask, bool)[:, None, :, :], scores, -np.inf)
     probabilities = np_softmax(scores, axis=-1)
@@ -223,6 +226,43 @@ def attention_weights(attention):
         name: dense_weights(getattr(attention, f"{name}_dense"))
         for name in ("query", "key", "value", "output")
     }
+
+
+def np_rms_norm(x, scale, epsilon=1e-6):
+    """T5's RMS normalization: `scale·x / √(mean(x²) + ε)` (no mean subtracted)."""
+    x = np.asarray(x, np.float64)
+    return scale * x / np.sqrt((x**2).mean(-1, keepdims=True) + epsilon)
+
+
+def np_t5_block(block, x, memory=None, padding=None, memory_padding=None, bias=None, causal=False):
+    """T5's pre-RMSNorm block (ALGORITHMS.md §3) with the weights of a kbert T5 block.
+
+    No biases and unscaled scores; `bias` goes to self-attention, `causal`
+    masks its future keys, and with `memory` a cross-attention branch follows it.
+    """
+    heads, key_dim = block.self_attention.num_heads, block.self_attention.key_dim
+    batch, length, _ = x.shape
+
+    def attention_branch(x, attention, norm, value, mask, score_bias=None):
+        h = np_rms_norm(x, to_numpy(norm.scale))
+        value = h if value is None else value
+        weights = attention_weights(attention)
+        return x + np_multi_head_attention(
+            h, value, weights, heads, key_dim, mask=mask, scale=1.0, bias=score_bias
+        )
+
+    causal_mask = np.tril(np.ones((length, length), bool))[None] if causal else None
+    mask = np_attention_mask(batch, length, length, padding, causal_mask)
+    x = attention_branch(x, block.self_attention, block.self_attention_layer_norm, None, mask, bias)
+    if memory is not None:
+        mask = np_attention_mask(batch, length, memory.shape[1], memory_padding)
+        x = attention_branch(x, block.cross_attention, block.cross_attention_layer_norm, memory, mask)
+    h = np_rms_norm(x, to_numpy(block.ffn_layer_norm.scale))
+    activation = {"relu": lambda y: np.maximum(y, 0.0), "gelu_approximate": np_gelu_tanh}
+    hidden = activation[block.activation](np_dense(h, to_numpy(block.intermediate_dense.kernel)))
+    if block.use_gated_activation:
+        hidden = hidden * np_dense(h, to_numpy(block.gate_dense.kernel))
+    return x + np_dense(hidden, to_numpy(block.output_dense.kernel))
 
 
 # ---------------------------------------------------------------------------

@@ -246,6 +246,7 @@ def objective_models(tokenizer):
         SpanCorruption,
         pretraining_dataset,
     )
+    from kbert.tasks import Seq2SeqLM
 
     tiny = dict(vocabulary_size=tokenizer.vocabulary_size, num_layers=1, hidden_dim=16,
                 num_heads=2, intermediate_dim=32, max_positions=OBJECTIVE_LENGTH, dropout=0.1)
@@ -281,7 +282,7 @@ def objective_models(tokenizer):
         "spanbert": (SpanBertPretrainer(kbert.models.bert_tiny(**tiny)), text_data("span")),
         "electra": (ElectraPretrainer(electra, **generator), text_data("electra")),
         "distillation": (DistillationTrainer(student, teacher), text_data("mlm")),
-        "t5_span_corruption": (t5, span_corruption_data),
+        "t5_span_corruption": (Seq2SeqLM(t5), span_corruption_data),
     }
 
 

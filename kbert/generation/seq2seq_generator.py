@@ -7,6 +7,11 @@ self-attention cache, per-sequence stopping at EOS and beam reordering of all
 of them, so the loop is written here against the small interface of
 `kbert.models.T5` (`encode`, `decode`, `cross_attention_caches`,
 `self_attention_caches`, `decode_step`).
+
+The loop never reads a self-attention cache again after passing it to
+`decode_step`, so it asks for `cache_write="in_place"`: on PyTorch the layers
+then write each step's keys and values into the caches instead of copying
+them (XLA reuses the loop's buffers on TensorFlow and JAX anyway).
 """
 
 
@@ -17,10 +22,31 @@ import keras
 import numpy as np
 from keras import ops
 
-from kbert.layers.cached_multi_head_attention import cache_writes_in_place
-
 STRATEGIES = ("greedy", "sample", "beam")
 _NEGATIVE = -1e9  # a masked logit, in float32
+
+# What a model offers the loop (see `kbert.models.T5`).
+GENERATION_INTERFACE = (
+    "encode",
+    "decode",
+    "cross_attention_caches",
+    "self_attention_caches",
+    "decode_step",
+)
+
+
+def check_generation_interface(model):
+    """Raise a `ValueError` unless `model` offers the methods and ids the decoding loop uses."""
+    missing = [
+        name
+        for name in GENERATION_INTERFACE + ("vocabulary_size", "pad_id", "end_id")
+        if not hasattr(model, name)
+    ]
+    if missing:
+        raise ValueError(
+            "Generation needs an encoder-decoder backbone such as kbert.models.T5; "
+            f"{type(model).__name__} lacks {', '.join(missing)}."
+        )
 
 
 def _compile(fn, model, jit_compile):
@@ -28,9 +54,9 @@ def _compile(fn, model, jit_compile):
 
     On JAX the model variables become arguments of the jitted function
     (`keras.StatelessScope`), so weights are not baked into the program. On
-    PyTorch the loop stays a Python loop, run under `torch.no_grad` with the
-    caches written in place; there `jit_compile` compiles the model's step
-    functions instead (see `Seq2SeqGenerator`).
+    PyTorch the loop stays a Python loop, run under `torch.no_grad`; there
+    `jit_compile` compiles the model's step function instead (see
+    `Seq2SeqGenerator`).
     """
     backend = keras.backend.backend()
     if backend == "tensorflow" and jit_compile:
@@ -54,7 +80,7 @@ def _compile(fn, model, jit_compile):
         import torch
 
         def no_grad(*args):
-            with torch.no_grad(), cache_writes_in_place():
+            with torch.no_grad():
                 return fn(*args)
 
         return no_grad
@@ -87,6 +113,8 @@ def _torch_compiled_step(model):
 
 class Seq2SeqGenerator:
     """Generates target token ids from encoder inputs with a `kbert.models.T5`.
+
+    `kbert.tasks.Seq2SeqLM.generate` builds and keeps these for its backbone.
 
     One `keras.ops.while_loop` over a fixed-size buffer of `max_new_tokens`
     (XLA-compiled on TensorFlow and JAX, a Python loop under `torch.no_grad`
@@ -152,6 +180,7 @@ class Seq2SeqGenerator:
         end_id=None,
         pad_id=None,
     ):
+        check_generation_interface(model)
         if strategy not in STRATEGIES:
             raise ValueError(f"Unknown strategy {strategy!r}; choose one of {STRATEGIES}.")
         if max_new_tokens < 1:
@@ -235,7 +264,9 @@ class Seq2SeqGenerator:
         def next_logits(index, tokens, caches):
             if self.use_cache:
                 current = ops.expand_dims(ops.take(tokens, index, axis=1), 1)
-                return self._decode_step(current, index, caches, cross_caches, padding_mask)
+                return self._decode_step(
+                    current, index, caches, cross_caches, padding_mask, cache_write="in_place"
+                )
             decoder_ids = tokens[:, :steps]
             logits = model.decode(
                 decoder_ids, ops.ones_like(decoder_ids), encoder_outputs, padding_mask

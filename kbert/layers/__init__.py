@@ -13,9 +13,11 @@ from kbert.layers.relative_position_bias import RelativePositionBias
 from kbert.layers.reversible_embedding import ReversibleEmbedding
 from kbert.layers.rms_normalization import RMSNormalization
 from kbert.layers.span_boundary_head import SpanBoundaryHead
+from kbert.layers.t5_encoder_block import T5EncoderBlock
 from kbert.layers.text_embedding import TextEmbedding
 from kbert.layers.transformer_decoder import TransformerDecoder
 from kbert.layers.transformer_encoder import TransformerEncoder
+from kbert.layers.vocabulary_head import VocabularyHead
 
 __all__ = [
     "BigBirdAttention",
@@ -30,8 +32,10 @@ __all__ = [
     "PositionEmbedding",
     "ReversibleEmbedding",
     "SpanBoundaryHead",
+    "T5EncoderBlock",
     "TextEmbedding",
     "TransformerEncoder",
+    "VocabularyHead",
     "gelu_approximate",
     "get_activation",
     "merge_attention_masks",

@@ -19,11 +19,23 @@ def gelu_approximate(x):
     return keras.activations.gelu(x, approximate=True)
 
 
+# Other names of the same functions (Hugging Face's among them).
 _ALIASES = {
     "gelu_new": "gelu_approximate",
     "gelu_pytorch_tanh": "gelu_approximate",
     "gelu_fast": "gelu_approximate",
+    "gelu_python": "gelu",
+    "swish": "silu",
 }
+
+
+def activation_name(identifier):
+    """The kbert name of an activation name, aliases resolved.
+
+    >>> activation_name("gelu_pytorch_tanh"), activation_name("swish"), activation_name("relu")
+    ('gelu_approximate', 'silu', 'relu')
+    """
+    return _ALIASES.get(identifier, identifier)
 
 
 def get_activation(identifier):
@@ -36,7 +48,7 @@ def get_activation(identifier):
         return identifier
     if isinstance(identifier, dict):
         return keras.saving.deserialize_keras_object(identifier)
-    name = _ALIASES.get(identifier, identifier)
+    name = activation_name(identifier)
     if name == "gelu_approximate":
         return gelu_approximate
     try:

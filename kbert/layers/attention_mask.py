@@ -1,6 +1,11 @@
-"""Merging of `padding_mask` and `attention_mask` into one boolean mask."""
+"""Merging of `padding_mask` and `attention_mask` into one boolean mask, and the masked score."""
 
 from keras import ops
+
+# Stand-in for -inf on masked attention scores and logits. kbert applies it to
+# float32 values only (softmax runs in float32 under every dtype policy,
+# float16 included), so it never overflows; `exp` of it underflows to 0.
+MASKED_SCORE = -1e9
 
 
 def merge_attention_masks(padding_mask=None, attention_mask=None):

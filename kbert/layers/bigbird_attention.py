@@ -6,9 +6,9 @@ from keras import ops
 
 from kbert.layers.multi_head_attention import MultiHeadAttention
 from kbert.layers.sparse_attention import (
-    check_self_attention,
     group_blocks,
     map_groups,
+    neighbour_blocks,
     padded_key_mask,
     slice_blocks,
     softmax_pieces,
@@ -66,6 +66,8 @@ class BigBirdAttention(MultiHeadAttention):
     References:
         Zaheer et al., "Big Bird: Transformers for Longer Sequences", 2020.
     """
+
+    self_attention_only = True
 
     def __init__(self, num_heads, key_dim, block_size=64, num_random_blocks=3, seed=0, **kwargs):
         super().__init__(num_heads, key_dim, **kwargs)
@@ -136,38 +138,33 @@ class BigBirdAttention(MultiHeadAttention):
         pattern = np.repeat(np.repeat(blocks, b, axis=1), b, axis=2)
         return pattern[:, :n, :n]
 
-    def call(
-        self,
-        query,
-        value=None,
-        key=None,
-        padding_mask=None,
-        attention_mask=None,
-        training=None,
-    ):
-        check_self_attention(self, value, key, attention_mask)
-        return super().call(query, padding_mask=padding_mask, training=training)
-
     def attend(self, query, key, value, mask=None, training=None):
         """Block-sparse kernel; `mask` is the `(batch, 1, 1, n)` key padding mask or `None`."""
         n = static_length(self, query)
         if n <= self.full_attention_length:
             return super().attend(query, key, value, mask=mask, training=training)
-        b, r, h = self.block_size, self.num_random_blocks, self.num_heads
-        num_blocks = self._num_blocks(n)
-        padded = num_blocks * b
-        key_mask = padded_key_mask(query, mask, n, padded)  # (batch, padded) bool
-
-        def blocked(x):  # (batch, n, heads, dim) -> (batch, heads, blocks, b, dim)
-            x = ops.pad(x, ((0, 0), (0, padded - n), (0, 0), (0, 0)))
-            x = ops.transpose(x, (0, 2, 1, 3))
-            return ops.reshape(x, (-1, h, num_blocks, b, x.shape[-1]))
-
-        q = blocked(query * ops.cast(self.score_scale, query.dtype))
-        k, v = blocked(key), blocked(value)
+        b, num_blocks = self.block_size, self._num_blocks(n)
+        key_mask = padded_key_mask(query, mask, n, num_blocks * b)  # (batch, padded) bool
+        q = self._blocked(query * ops.cast(self.score_scale, query.dtype), num_blocks)
+        k, v = self._blocked(key, num_blocks), self._blocked(value, num_blocks)
+        global_context = self._global_rows(q, k, v, key_mask, training)
         mask_blocks = ops.reshape(key_mask, (-1, num_blocks, b))
+        middle_context = self._middle_rows(q, k, v, mask_blocks, n, training)
+        context = ops.concatenate(
+            [global_context[:, :, :b], middle_context, global_context[:, :, b:]], axis=2
+        )
+        return ops.transpose(context[:, :, :n], (0, 2, 1, 3))
 
-        # Global query blocks 0 and nb-1: dense over every key.
+    def _blocked(self, x, num_blocks):
+        """`(batch, n, heads, dim)` -> `(batch, heads, blocks, b, dim)`, padded with zeros."""
+        b = self.block_size
+        x = ops.pad(x, ((0, 0), (0, num_blocks * b - x.shape[1]), (0, 0), (0, 0)))
+        x = ops.transpose(x, (0, 2, 1, 3))
+        return ops.reshape(x, (-1, self.num_heads, num_blocks, b, x.shape[-1]))
+
+    def _global_rows(self, q, k, v, key_mask, training):
+        """Global query blocks 0 and nb-1, dense over every key: `(batch, heads, 2b, dim)`."""
+        h, padded = self.num_heads, key_mask.shape[1]
         q_global = ops.concatenate([q[:, :, 0], q[:, :, -1]], axis=2)  # (B, h, 2b, d)
         k_all = ops.reshape(k, (-1, h, padded, k.shape[-1]))
         v_all = ops.reshape(v, (-1, h, padded, v.shape[-1]))
@@ -175,59 +172,47 @@ class BigBirdAttention(MultiHeadAttention):
         (probabilities,) = softmax_pieces(
             [(scores, key_mask[:, None, None, :])], self.compute_dtype, self.dropout_layer, training
         )
-        global_context = ops.einsum("bhqk,bhkd->bhqd", probabilities, v_all)
+        return ops.einsum("bhqk,bhkd->bhqd", probabilities, v_all)
 
-        # Middle query blocks 1..nb-2: [first | window of 3 | random | last],
-        # in groups of `group` query blocks (the rows padded to whole groups).
-        # Row 1's window already holds block 0 and row nb-2's holds block nb-1,
-        # so their separate first / last copies are masked out.
+    def _middle_rows(self, q, k, v, mask_blocks, n, training):
+        """Middle query blocks 1..nb-2: `(batch, heads, (nb-2)·b, dim)`.
+
+        Each attends to [first | window of 3 | random | last] key blocks, in
+        groups of `group` query blocks (the rows padded to whole groups). Row
+        1's window already holds block 0 and row nb-2's holds block nb-1, so
+        their separate first / last copies are masked out.
+        """
+        num_blocks, b = mask_blocks.shape[1], self.block_size
         middle = num_blocks - 2
         group, groups = group_blocks(middle, b)
         extra = group * groups - middle  # padding rows, dropped at the end
-        q_mid = ops.pad(q[:, :, 1:-1], ((0, 0), (0, 0), (0, extra), (0, 0), (0, 0)))
-        k_near = ops.pad(k, ((0, 0), (0, 0), (0, extra), (0, 0), (0, 0)))
-        v_near = ops.pad(v, ((0, 0), (0, 0), (0, extra), (0, 0), (0, 0)))
+
+        def pad_rows(x):  # (B, h, rows, b, d) with `extra` zero rows appended
+            return ops.pad(x, ((0, 0), (0, 0), (0, extra), (0, 0), (0, 0)))
+
+        q_mid, k_near, v_near = pad_rows(q[:, :, 1:-1]), pad_rows(k), pad_rows(v)
         mask_near = ops.pad(mask_blocks, ((0, 0), (0, extra), (0, 0)), constant_values=False)
         rows = np.arange(1, middle + extra + 1)
         not_second = ops.convert_to_tensor(rows != 1)
         not_penultimate = ops.convert_to_tensor(rows != num_blocks - 2)
         plan = np.pad(self.random_plan(n), ((0, 0), (0, extra), (0, 0)))  # (h, rows, r)
         plan = ops.convert_to_tensor(plan)
-        heads_offset = ops.convert_to_tensor(np.arange(h)[:, None, None] * num_blocks, "int32")
-        k_heads = ops.reshape(k, (-1, h * num_blocks, b, k.shape[-1]))
-        v_heads = ops.reshape(v, (-1, h * num_blocks, b, v.shape[-1]))
 
         def group_context(start):  # (B, h, group, b, d) for middle rows [start, start + group)
             q_group = slice_blocks(q_mid, 2, start, group)
-            k_band = slice_blocks(k_near, 2, start, group + 2)
-            v_band = slice_blocks(v_near, 2, start, group + 2)
-            window_mask = slice_blocks(mask_near, 1, start, group + 2)
-
-            def band(x, axis):  # blocks i-1, i, i+1 side by side
-                before = (slice(None),) * axis
-                parts = [x[before + (slice(shift, shift + group),)] for shift in range(3)]
-                return ops.concatenate(parts, axis=axis + 1)
-
-            band_mask = band(window_mask, 1)  # (B, group, 3b)
+            k_band = neighbour_blocks(k_near, 2, start, group)  # (B, h, group, 3b, d)
+            v_band = neighbour_blocks(v_near, 2, start, group)
+            band_mask = neighbour_blocks(mask_near, 1, start, group)  # (B, group, 3b)
             second = slice_blocks(not_second, 0, start, group)[None, None, :, None, None]
             penultimate = slice_blocks(not_penultimate, 0, start, group)[None, None, :, None, None]
             first_mask = ops.logical_and(mask_blocks[:, None, None, None, 0, :], second)
             last_mask = ops.logical_and(mask_blocks[:, None, None, None, -1, :], penultimate)
-
-            group_plan = slice_blocks(plan, 1, start, group)  # (h, group, r)
-            flat = ops.reshape(group_plan + heads_offset, (-1,))
-            random_k = ops.take(k_heads, flat, axis=1)  # (B, h·group·r, b, d)
-            random_k = ops.reshape(random_k, (-1, h, group, r * b, k.shape[-1]))
-            random_v = ops.reshape(ops.take(v_heads, flat, axis=1), (-1, h, group, r * b, v.shape[-1]))
-            random_mask = ops.take(mask_blocks, ops.reshape(group_plan, (-1,)), axis=1)
-            random_mask = ops.reshape(random_mask, (-1, h, group, 1, r * b))
-
+            random_k, random_v, random_mask = self._random_blocks(
+                k, v, mask_blocks, slice_blocks(plan, 1, start, group)
+            )
             pieces = [
                 (ops.einsum("bhnqd,bhkd->bhnqk", q_group, k[:, :, 0]), first_mask),
-                (
-                    ops.einsum("bhnqd,bhnkd->bhnqk", q_group, band(k_band, 2)),
-                    band_mask[:, None, :, None, :],
-                ),
+                (ops.einsum("bhnqd,bhnkd->bhnqk", q_group, k_band), band_mask[:, None, :, None, :]),
                 (ops.einsum("bhnqd,bhnkd->bhnqk", q_group, random_k), random_mask),
                 (ops.einsum("bhnqd,bhkd->bhnqk", q_group, k[:, :, -1]), last_mask),
             ]
@@ -236,17 +221,37 @@ class BigBirdAttention(MultiHeadAttention):
             )
             return (
                 ops.einsum("bhnqk,bhkd->bhnqd", p_first, v[:, :, 0])
-                + ops.einsum("bhnqk,bhnkd->bhnqd", p_band, band(v_band, 2))
+                + ops.einsum("bhnqk,bhnkd->bhnqd", p_band, v_band)
                 + ops.einsum("bhnqk,bhnkd->bhnqd", p_random, random_v)
                 + ops.einsum("bhnqk,bhkd->bhnqd", p_last, v[:, :, -1])
             )
 
-        middle_context = map_groups(self, group_context, groups, group, training, axis=2)
-        middle_context = ops.reshape(middle_context[:, :, :middle], (-1, h, middle * b, v.shape[-1]))
-        context = ops.concatenate(
-            [global_context[:, :, :b], middle_context, global_context[:, :, b:]], axis=2
-        )
-        return ops.transpose(context[:, :, :n], (0, 2, 1, 3))
+        context = map_groups(self, group_context, groups, group, training, axis=2)
+        return ops.reshape(context[:, :, :middle], (-1, self.num_heads, middle * b, v.shape[-1]))
+
+    def _random_blocks(self, k, v, mask_blocks, group_plan):
+        """Keys, values and key mask of the random blocks of a group of middle rows.
+
+        Args:
+            k, v: `(batch, heads, blocks, b, dim)`.
+            mask_blocks: bool `(batch, blocks, b)`.
+            group_plan: int `(heads, group, r)`: the rows' random blocks.
+
+        Returns:
+            `(batch, heads, group, r·b, dim)` keys and values, and the
+            `(batch, heads, group, 1, r·b)` mask.
+        """
+        h, num_blocks, b = self.num_heads, k.shape[2], self.block_size
+        group, width = group_plan.shape[1], self.num_random_blocks * b
+        heads_offset = ops.convert_to_tensor(np.arange(h)[:, None, None] * num_blocks, "int32")
+        flat = ops.reshape(group_plan + heads_offset, (-1,))
+
+        def gather(x):  # from the (B, h·blocks, b, d) blocks of every head
+            x = ops.take(ops.reshape(x, (-1, h * num_blocks, b, x.shape[-1])), flat, axis=1)
+            return ops.reshape(x, (-1, h, group, width, x.shape[-1]))
+
+        random_mask = ops.take(mask_blocks, ops.reshape(group_plan, (-1,)), axis=1)
+        return gather(k), gather(v), ops.reshape(random_mask, (-1, h, group, 1, width))
 
     def get_config(self):
         config = super().get_config()

@@ -1,6 +1,3 @@
-import contextlib
-import threading
-
 import keras
 from keras import ops
 
@@ -8,39 +5,18 @@ from kbert.layers.attention_mask import merge_attention_masks
 from kbert.layers.initializers import clone_initializer
 from kbert.layers.multi_head_attention import MultiHeadAttention
 
-
-class _InPlace(threading.local):
-    active = False  # per thread
+CACHE_WRITES = ("functional", "in_place")
 
 
-_in_place = _InPlace()
+def _write_cache(cache, update, index, cache_write):
+    """`cache` `(batch, heads, 2, length, key_dim)` with `update` written from position `index`.
 
-
-@contextlib.contextmanager
-def cache_writes_in_place():
-    """Within this context, PyTorch key/value caches are written in place, not copied.
-
-    A functional cache update (`keras.ops.slice_update`) copies every layer's
-    whole cache at every step on eager PyTorch (XLA already updates loop
-    buffers in place). A decoding loop that never reads a cache again after
-    passing it on can let the layers write into it instead;
-    `kbert.generation.Seq2SeqGenerator` does. Other backends are unaffected.
-
-    >>> with cache_writes_in_place():
-    ...     pass
+    `cache_write="in_place"` overwrites `cache` itself on PyTorch, where a
+    functional update copies the whole cache at every step; XLA (TensorFlow,
+    JAX) already reuses a loop's buffer, so elsewhere the update stays functional.
     """
-    previous = _in_place.active
-    _in_place.active = True
-    try:
-        yield
-    finally:
-        _in_place.active = previous
-
-
-def _write_cache(cache, update, index):
-    """`cache` `(batch, heads, 2, length, key_dim)` with `update` written from position `index`."""
     update = ops.cast(update, cache.dtype)
-    if _in_place.active and keras.backend.backend() == "torch":
+    if cache_write == "in_place" and keras.backend.backend() == "torch":
         import torch
 
         positions = torch.arange(update.shape[3], device=cache.device) + index
@@ -61,8 +37,8 @@ class CachedMultiHeadAttention(MultiHeadAttention):
     projected keys and values, heads first so that each head's keys and values
     are read by batched matmuls without a copy. With `cache_update_index`, the
     keys and values of `value` are written at that position
-    (`keras.ops.slice_update`, static shapes; in place on PyTorch inside
-    `cache_writes_in_place`) and the query attends to the whole updated cache
+    (`keras.ops.slice_update`, static shapes; in place on PyTorch with
+    `cache_write="in_place"`) and the query attends to the whole updated cache
     (mask the positions not written yet with `attention_mask`); without it the
     cache is used as it is (cross-attention to an encoder output projected
     once with `compute_cache`).
@@ -81,6 +57,11 @@ class CachedMultiHeadAttention(MultiHeadAttention):
         attention_bias: float, broadcastable to `(batch, heads, query_length, key_length)`.
         cache: `(batch, heads, 2, cache_length, key_dim)`, or None.
         cache_update_index: int or scalar tensor: where `value`'s keys/values go.
+        cache_write: `"functional"` (default) returns an updated copy of the
+            cache; `"in_place"` lets the layer overwrite the given cache, for a
+            decoding loop that never reads a cache again after passing it on
+            (the layer does so on PyTorch, whose functional update copies the
+            whole cache every step; XLA reuses a loop's buffer anyway).
 
     Returns:
         The attention output, and with a cache also the (updated) cache.
@@ -138,8 +119,11 @@ class CachedMultiHeadAttention(MultiHeadAttention):
         attention_bias=None,
         cache=None,
         cache_update_index=None,
+        cache_write="functional",
         training=None,
     ):
+        if cache_write not in CACHE_WRITES:
+            raise ValueError(f"cache_write must be one of {CACHE_WRITES}; received {cache_write!r}.")
         value = query if value is None else value
         key = value if key is None else key
         mask = merge_attention_masks(padding_mask, attention_mask)
@@ -156,23 +140,13 @@ class CachedMultiHeadAttention(MultiHeadAttention):
                 f"received shape {tuple(cache.shape)}."
             )
         if cache_update_index is not None:
-            cache = _write_cache(cache, self._project(key, value), cache_update_index)
+            cache = _write_cache(cache, self._project(key, value), cache_update_index, cache_write)
         context = self._attend_to_cache(q, cache, mask, attention_bias, training)
         return self.output_dense(self._merge_heads(context)), cache
 
     def _merge_heads(self, context):
         shape = ops.shape(context)
         return ops.reshape(context, (shape[0], shape[1], self.num_heads * self.value_dim))
-
-    def _probabilities(self, scores, mask, bias, training):
-        """Softmax (in float32) of the scaled scores plus `bias`, masked, with dropout."""
-        scores = ops.cast(scores, "float32") * self.score_scale
-        if bias is not None:
-            scores = scores + ops.cast(bias, "float32")
-        if mask is not None:
-            scores = ops.where(mask, scores, -1e9)
-        probabilities = ops.cast(ops.softmax(scores, axis=-1), self.compute_dtype)
-        return self.dropout_layer(probabilities, training=training)
 
     def _attend_to_cache(self, query, cache, mask, bias, training):
         """Attention of `query` `(batch, length, heads, key_dim)` to a cache's keys and values.
@@ -190,9 +164,7 @@ class CachedMultiHeadAttention(MultiHeadAttention):
         """`MultiHeadAttention.attend`, with `bias` added to the scaled scores in float32."""
         if bias is None:
             return super().attend(query, key, value, mask=mask, training=training)
-        scores = ops.einsum("bqnh,bknh->bnqk", query, key)
-        probabilities = self._probabilities(scores, mask, bias, training)
-        return ops.einsum("bnqk,bknh->bqnh", probabilities, value)
+        return self._explicit_attention(query, key, value, mask, bias, training)
 
     def compute_output_spec(self, query, *args, cache=None, **kwargs):
         output = keras.KerasTensor(self.compute_output_shape(query.shape), self.compute_dtype)

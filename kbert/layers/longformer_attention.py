@@ -10,6 +10,7 @@ from kbert.layers.sparse_attention import (
     check_self_attention,
     group_blocks,
     map_groups,
+    neighbour_blocks,
     padded_key_mask,
     slice_blocks,
     softmax_pieces,
@@ -78,6 +79,8 @@ class LongformerAttention(MultiHeadAttention):
     References:
         Beltagy et al., "Longformer: The Long-Document Transformer", 2020.
     """
+
+    takes_global_attention_mask = True
 
     def __init__(
         self, num_heads, key_dim, window=256, dilation=1, max_global_tokens=64, **kwargs
@@ -255,12 +258,6 @@ class LongformerAttention(MultiHeadAttention):
             pad[axis] = (1, 1)
             return ops.pad(x, pad)
 
-        def neighbours(x, axis, start):  # blocks i-1, i, i+1 side by side, i in the group
-            x = slice_blocks(x, axis, start, group + 2)
-            before = (slice(None),) * axis
-            parts = [x[before + (slice(shift, shift + group),)] for shift in range(3)]
-            return ops.concatenate(parts, axis=axis + 1)
-
         q = blocked(query * ops.cast(self.score_scale, query.dtype))
         k = pad_blocks(blocked(key), 3)  # (B, h, z, blocks + 2, w, d)
         v = pad_blocks(blocked(value), 3)
@@ -272,9 +269,9 @@ class LongformerAttention(MultiHeadAttention):
 
         def group_context(start):  # (B, h, z, group, w, d) for blocks [start, start + group)
             q_group = slice_blocks(q, 3, start, group)
-            k_band = neighbours(k, 3, start)  # (B, h, z, group, 3w, d)
-            v_band = neighbours(v, 3, start)
-            band_valid = neighbours(valid, 2, start)  # (B, z, group, 3w)
+            k_band = neighbour_blocks(k, 3, start, group)  # (B, h, z, group, 3w, d)
+            v_band = neighbour_blocks(v, 3, start, group)
+            band_valid = neighbour_blocks(valid, 2, start, group)  # (B, z, group, 3w)
             band_mask = ops.logical_and(band_valid[:, None, :, :, None, :], in_window)
             pieces = [(ops.einsum("bhznqd,bhznkd->bhznqk", q_group, k_band), band_mask)]
             if global_keys is not None:

@@ -2,8 +2,9 @@ import keras
 from keras import ops
 
 from kbert.backend_utils import fused_attention_supports
-from kbert.layers.attention_mask import merge_attention_masks
+from kbert.layers.attention_mask import MASKED_SCORE, merge_attention_masks
 from kbert.layers.initializers import clone_initializer
+from kbert.layers.sparse_attention import check_self_attention
 
 
 @keras.saving.register_keras_serializable(package="kbert")
@@ -47,6 +48,13 @@ class MultiHeadAttention(keras.layers.Layer):
     >>> tuple(attention(x, padding_mask=keras.ops.ones((1, 3))).shape)
     (1, 3, 8)
     """
+
+    # Whether `call` takes a `global_attention_mask` (an attention with global
+    # tokens); an `Encoder` built with such a layer adds that optional input.
+    takes_global_attention_mask = False
+    # Whether the layer attends a sequence to itself only (a sparse pattern):
+    # `call` then rejects `value`, `key` and an `attention_mask`.
+    self_attention_only = False
 
     def __init__(
         self,
@@ -121,6 +129,8 @@ class MultiHeadAttention(keras.layers.Layer):
         attention_mask=None,
         training=None,
     ):
+        if self.self_attention_only:
+            check_self_attention(self, value, key, attention_mask)
         value = query if value is None else value
         key = value if key is None else key
         q = self.split_heads(self.query_dense(query), self.key_dim)
@@ -154,13 +164,23 @@ class MultiHeadAttention(keras.layers.Layer):
             return ops.dot_product_attention(
                 query, key, value, mask=mask, scale=self.score_scale
             )
+        return self._explicit_attention(query, key, value, mask, None, training)
+
+    def _explicit_attention(self, query, key, value, mask, bias, training):
+        """`attend` with the scores computed explicitly (see `_probabilities`)."""
         scores = ops.einsum("bqnh,bknh->bnqk", query, key)
-        scores = ops.cast(scores, "float32") * self.score_scale
-        if mask is not None:
-            scores = ops.where(mask, scores, -1e9)
-        probabilities = ops.cast(ops.softmax(scores, axis=-1), self.compute_dtype)
-        probabilities = self.dropout_layer(probabilities, training=training)
+        probabilities = self._probabilities(scores, mask, bias, training)
         return ops.einsum("bnqk,bknh->bqnh", probabilities, value)
+
+    def _probabilities(self, scores, mask, bias, training):
+        """Softmax (in float32) of the scaled scores plus `bias` (or None), masked, with dropout."""
+        scores = ops.cast(scores, "float32") * self.score_scale
+        if bias is not None:
+            scores = scores + ops.cast(bias, "float32")
+        if mask is not None:
+            scores = ops.where(mask, scores, MASKED_SCORE)
+        probabilities = ops.cast(ops.softmax(scores, axis=-1), self.compute_dtype)
+        return self.dropout_layer(probabilities, training=training)
 
     def compute_output_shape(self, query_shape, *args, **kwargs):
         return tuple(query_shape[:-1]) + (self.output_dim or query_shape[-1],)

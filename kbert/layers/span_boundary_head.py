@@ -2,13 +2,12 @@ import keras
 from keras import ops
 
 from kbert.backend_utils import check_ids_in_range
-from kbert.layers.activations import get_activation, serialize_activation
 from kbert.layers.initializers import clone_initializer
-from kbert.layers.reversible_embedding import tied_embedding_dim
+from kbert.layers.vocabulary_head import VocabularyHead
 
 
 @keras.saving.register_keras_serializable(package="kbert")
-class SpanBoundaryHead(keras.layers.Layer):
+class SpanBoundaryHead(VocabularyHead):
     """SpanBERT's span boundary objective (SBO) head.
 
     Each masked token at relative index `k` inside the span `s..e` is predicted
@@ -19,10 +18,7 @@ class SpanBoundaryHead(keras.layers.Layer):
     decoder plus a bias. With `token_embedding` (a `ReversibleEmbedding`,
     usually the backbone's) the decoder is tied to the input table as in
     SpanBERT, and `E` is the table's width (= H for BERT); without it the
-    head owns a decoder matrix.
-
-    `token_embedding` is a reference to another model's layer and is not part
-    of `get_config`: a model that owns both passes it again when rebuilt.
+    head owns a decoder matrix (see `VocabularyHead`).
 
     Args:
         vocabulary_size: size of the output vocabulary.
@@ -67,29 +63,17 @@ class SpanBoundaryHead(keras.layers.Layer):
         kernel_initializer="glorot_uniform",
         **kwargs,
     ):
-        super().__init__(**kwargs)
-        self.vocabulary_size = int(vocabulary_size)
-        self.token_embedding = token_embedding
-        self.embedding_dim = tied_embedding_dim(token_embedding, self.vocabulary_size, embedding_dim)
+        super().__init__(
+            vocabulary_size,
+            token_embedding,
+            embedding_dim,
+            activation=activation,
+            layer_norm_epsilon=layer_norm_epsilon,
+            kernel_initializer=kernel_initializer,
+            **kwargs,
+        )
         self.max_span_length = int(max_span_length)
         self.position_embedding_dim = int(position_embedding_dim)
-        self.activation = activation
-        self.layer_norm_epsilon = float(layer_norm_epsilon)
-        self.kernel_initializer = keras.initializers.get(kernel_initializer)
-
-    def _dense(self, units, activation, name):
-        return keras.layers.Dense(
-            units,
-            activation=activation,
-            kernel_initializer=clone_initializer(self.kernel_initializer),
-            dtype=self.dtype_policy,
-            name=name,
-        )
-
-    def _layer_norm(self, name):
-        return keras.layers.LayerNormalization(
-            epsilon=self.layer_norm_epsilon, dtype=self.dtype_policy, name=name
-        )
 
     def build(
         self, inputs_shape, span_left_shape=None, span_right_shape=None, span_offsets_shape=None
@@ -101,7 +85,6 @@ class SpanBoundaryHead(keras.layers.Layer):
             )
         hidden_dim = inputs_shape[-1]
         width = self.embedding_dim or hidden_dim
-        activation = get_activation(self.activation)
         self.position_embedding = keras.layers.Embedding(
             self.max_span_length,
             self.position_embedding_dim,
@@ -110,27 +93,15 @@ class SpanBoundaryHead(keras.layers.Layer):
             name="position_embedding",
         )
         self.position_embedding.build((None, None))
-        self.hidden_dense = self._dense(hidden_dim, activation, "hidden_dense")
+        self.hidden_dense = self._dense(hidden_dim, "hidden_dense")
         self.hidden_dense.build((None, None, 2 * hidden_dim + self.position_embedding_dim))
         self.hidden_layer_norm = self._layer_norm("hidden_layer_norm")
         self.hidden_layer_norm.build((None, None, hidden_dim))
-        self.output_dense = self._dense(width, activation, "output_dense")
+        self.output_dense = self._dense(width, "output_dense")
         self.output_dense.build((None, None, hidden_dim))
         self.output_layer_norm = self._layer_norm("output_layer_norm")
         self.output_layer_norm.build((None, None, width))
-        self.decoder = None
-        if self.token_embedding is None:
-            self.decoder = keras.layers.Dense(
-                self.vocabulary_size,
-                use_bias=False,
-                kernel_initializer=clone_initializer(self.kernel_initializer),
-                dtype=self.dtype_policy,
-                name="decoder",
-            )
-            self.decoder.build((None, None, width))
-        self.bias = self.add_weight(
-            name="bias", shape=(self.vocabulary_size,), initializer="zeros"
-        )
+        self.build_decoder(width)
         self.built = True
 
     def call(self, inputs, span_left, span_right, span_offsets):
@@ -153,27 +124,13 @@ class SpanBoundaryHead(keras.layers.Layer):
         offsets = self.position_embedding(ops.cast(span_offsets, "int32"))
         x = ops.concatenate([left, right, offsets], axis=-1)
         x = self.hidden_layer_norm(self.hidden_dense(x))
-        x = self.output_layer_norm(self.output_dense(x))
-        if self.token_embedding is not None:
-            logits = self.token_embedding(x, reverse=True)
-        else:
-            logits = self.decoder(x)
-        return logits + ops.cast(self.bias, logits.dtype)
+        return self.decode(self.output_layer_norm(self.output_dense(x)))
 
     def compute_output_shape(self, inputs_shape, span_left_shape, *args):
         return tuple(span_left_shape) + (self.vocabulary_size,)
 
     def get_config(self):
         config = super().get_config()
-        config.update(
-            {
-                "vocabulary_size": self.vocabulary_size,
-                "embedding_dim": self.embedding_dim,
-                "max_span_length": self.max_span_length,
-                "position_embedding_dim": self.position_embedding_dim,
-                "activation": serialize_activation(self.activation),
-                "layer_norm_epsilon": self.layer_norm_epsilon,
-                "kernel_initializer": keras.initializers.serialize(self.kernel_initializer),
-            }
-        )
+        config["max_span_length"] = self.max_span_length
+        config["position_embedding_dim"] = self.position_embedding_dim
         return config

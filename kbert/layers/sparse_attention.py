@@ -2,10 +2,7 @@
 
 from keras import ops
 
-# Stand-in for -inf on masked scores. The scores are float32 when it is
-# applied (softmax runs in float32 under every dtype policy, float16 included),
-# so it never overflows.
-MASKED_SCORE = -1e9
+from kbert.layers.attention_mask import MASKED_SCORE
 
 # Queries per head whose scores are computed together. Longer sequences are
 # cut into groups of query blocks that run one after another
@@ -32,6 +29,22 @@ def slice_blocks(x, axis, start, count):
         size[0] = ops.shape(x)[0]
     size[axis] = count
     return ops.slice(x, [0] * axis + [start] + [0] * (len(size) - axis - 1), size)
+
+
+def neighbour_blocks(x, axis, start, count):
+    """Blocks `i-1, i, i+1` side by side for the `count` blocks `i` from `start + 1` on `axis`.
+
+    `x` holds one block before the first `i`: the result joins its blocks
+    `[start + shift, start + shift + count)`, `shift` = 0, 1, 2, on `axis + 1`.
+
+    >>> x = ops.reshape(ops.arange(5), (5, 1))  # five blocks of one token
+    >>> ops.convert_to_numpy(neighbour_blocks(x, 0, 1, 2)).tolist()
+    [[1, 2, 3], [2, 3, 4]]
+    """
+    x = slice_blocks(x, axis, start, count + 2)
+    before = (slice(None),) * axis
+    parts = [x[before + (slice(shift, shift + count),)] for shift in range(3)]
+    return ops.concatenate(parts, axis=axis + 1)
 
 
 def map_groups(layer, group_fn, groups, group, training, axis):

@@ -35,7 +35,8 @@ class TransformerEncoder(keras.layers.Layer):
         attention_mask: 0/1 `(batch, sequence, sequence)`.
         training: whether dropout is active.
         global_attention_mask: 0/1 `(batch, sequence)`, passed on to an
-            attention layer with global tokens (`LongformerAttention`).
+            attention layer with global tokens (one that declares
+            `takes_global_attention_mask`, such as `LongformerAttention`).
 
     Example:
     >>> block = TransformerEncoder(num_heads=2, intermediate_dim=32)
@@ -135,12 +136,17 @@ class TransformerEncoder(keras.layers.Layer):
         residual = x
         if self.normalize_first:
             x = self.attention_layer_norm(x)
-        # Only attention layers with global tokens (LongformerAttention) take it.
-        extra = {}
+        # Passed through only when given: only attention layers with global
+        # tokens (`takes_global_attention_mask`) take it.
+        global_tokens = {}
         if global_attention_mask is not None:
-            extra["global_attention_mask"] = global_attention_mask
+            global_tokens["global_attention_mask"] = global_attention_mask
         x = self.attention_layer(
-            x, padding_mask=padding_mask, attention_mask=attention_mask, training=training, **extra
+            x,
+            padding_mask=padding_mask,
+            attention_mask=attention_mask,
+            training=training,
+            **global_tokens,
         )
         x = residual + self.attention_output_dropout(x, training=training)
         if not self.normalize_first:

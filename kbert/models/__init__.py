@@ -4,6 +4,7 @@ from kbert.models.encoder import ATTENTION_LAYERS, Encoder
 from kbert.models.long_context import to_long_context
 from kbert.models.presets import (
     PRESETS,
+    T5_PRESETS,
     albert_base,
     albert_large,
     albert_xlarge,
@@ -26,23 +27,21 @@ from kbert.models.presets import (
     longformer_base,
     roberta_base,
     roberta_large,
-)
-from kbert.models.t5 import T5, seq2seq_inputs
-from kbert.models.t5_presets import (
-    T5_PRESETS,
-    build_t5,
     t5_base,
     t5_large,
     t5_small,
     t5_v1_1_base,
     t5_v1_1_small,
 )
+from kbert.models.t5 import T5, seq2seq_inputs
 
 
 def from_huggingface(path, **overrides):
-    """Build a kbert model from a local Hugging Face checkpoint directory.
+    """Build a kbert backbone from a local Hugging Face checkpoint directory.
 
-    See `kbert.checkpoints.huggingface.from_huggingface`; it lives in
+    An `Encoder` for the encoder families (BERT, RoBERTa, ALBERT, ELECTRA,
+    DistilBERT, BigBird, Longformer), a `T5` backbone for T5. See
+    `kbert.checkpoints.huggingface.from_huggingface`; it lives in
     `kbert.checkpoints` (which depends on `kbert.models`, not the reverse) and is
     imported on first use.
     """

@@ -1,5 +1,3 @@
-import inspect
-
 import keras
 
 from kbert.layers.bigbird_attention import BigBirdAttention
@@ -8,10 +6,12 @@ from kbert.layers.multi_head_attention import MultiHeadAttention
 from kbert.layers.pooler import Pooler
 from kbert.layers.text_embedding import TextEmbedding
 from kbert.layers.transformer_encoder import TransformerEncoder
+from kbert.models.backbone import Backbone
 
 # Attention layers an `Encoder` can be built with, by name (sparse kernels
 # are added here as they land); each takes `num_heads`, `key_dim`, `dropout`,
-# `kernel_initializer`, `dtype`, `name` and the encoder's `attention_kwargs`.
+# `kernel_initializer`, `dtype`, `name` and the encoder's `attention_kwargs`,
+# and says with `takes_global_attention_mask` whether it has global tokens.
 ATTENTION_LAYERS = {
     "dense": MultiHeadAttention,
     "bigbird": BigBirdAttention,
@@ -20,10 +20,10 @@ ATTENTION_LAYERS = {
 
 
 @keras.saving.register_keras_serializable(package="kbert")
-class Encoder(keras.Model):
+class Encoder(Backbone):
     """The BERT-family encoder backbone: embeddings, N encoder blocks, pooler.
 
-    A functional `keras.Model` with dict inputs `token_ids`, `segment_ids`
+    A functional `Backbone` with dict inputs `token_ids`, `segment_ids`
     (absent when `num_segments=0`), `padding_mask`, and dict outputs
     `sequence_output` `(batch, sequence, hidden)` and `pooled_output`
     `(batch, hidden)`. One class covers BERT, RoBERTa (`position_offset=2`,
@@ -53,9 +53,10 @@ class Encoder(keras.Model):
         attention: name in `ATTENTION_LAYERS` (`"dense"` by default).
         attention_kwargs: extra arguments for that attention layer: one dict
             for every layer, or a list of one dict per layer (Longformer's
-            per-layer windows). An attention layer whose `call` takes a
-            `global_attention_mask` (`"longformer"`) adds the optional input
-            `global_attention_mask` (0/1 `(batch, sequence)`) to the model.
+            per-layer windows). An attention layer with global tokens
+            (`takes_global_attention_mask`, `"longformer"`) adds the optional
+            input `global_attention_mask` (0/1 `(batch, sequence)`) to the
+            model; left out of the input dict, no token is global.
         dtype: dtype policy, e.g. `"mixed_bfloat16"`.
 
     Example:
@@ -92,122 +93,8 @@ class Encoder(keras.Model):
         dtype=None,
         **kwargs,
     ):
-        if hidden_dim % num_heads:
-            raise ValueError(
-                f"hidden_dim={hidden_dim} is not divisible by num_heads={num_heads}."
-            )
-        if attention not in ATTENTION_LAYERS:
-            raise ValueError(
-                f"Unknown attention '{attention}'; known: {sorted(ATTENTION_LAYERS)}."
-            )
-        attention_dropout = dropout if attention_dropout is None else attention_dropout
-        if isinstance(attention_kwargs, (list, tuple)):
-            if len(attention_kwargs) != num_layers:
-                raise ValueError(
-                    f"attention_kwargs has {len(attention_kwargs)} per-layer entries "
-                    f"for num_layers={num_layers}."
-                )
-            attention_kwargs = [dict(kwargs) for kwargs in attention_kwargs]
-        else:
-            attention_kwargs = dict(attention_kwargs or {})
-
-        def initializer():
-            return keras.initializers.TruncatedNormal(stddev=initializer_range)
-
-        def block(index):
-            attention_layer = ATTENTION_LAYERS[attention](
-                num_heads=num_heads,
-                key_dim=hidden_dim // num_heads,
-                dropout=attention_dropout,
-                kernel_initializer=initializer(),
-                dtype=dtype,
-                name="attention",
-                **(
-                    attention_kwargs[index]
-                    if isinstance(attention_kwargs, list)
-                    else attention_kwargs
-                ),
-            )
-            return TransformerEncoder(
-                num_heads=num_heads,
-                intermediate_dim=intermediate_dim,
-                dropout=dropout,
-                attention_dropout=attention_dropout,
-                activation=activation,
-                layer_norm_epsilon=layer_norm_epsilon,
-                normalize_first=normalize_first,
-                kernel_initializer=initializer(),
-                attention_layer=attention_layer,
-                dtype=dtype,
-                name="shared_transformer_layer" if share_layers else f"transformer_layer_{index}",
-            )
-
-        # === Layers === (attributes are set after `super().__init__`, which
-        # PyTorch modules require)
-        embeddings = TextEmbedding(
-            vocabulary_size=vocabulary_size,
-            hidden_dim=hidden_dim,
-            max_positions=max_positions,
-            num_segments=num_segments,
-            embedding_dim=embedding_dim,
-            position_offset=position_offset,
-            dropout=dropout,
-            layer_norm_epsilon=layer_norm_epsilon,
-            initializer_range=initializer_range,
-            dtype=dtype,
-            name="embeddings",
-        )
-        if share_layers:
-            transformer_layers = [block(0)] * num_layers
-        else:
-            transformer_layers = [block(i) for i in range(num_layers)]
-        final_layer_norm = None
-        if normalize_first:
-            final_layer_norm = keras.layers.LayerNormalization(
-                epsilon=layer_norm_epsilon, dtype=dtype, name="final_layer_norm"
-            )
-        pooler = None
-        if use_pooler:
-            pooler = Pooler(
-                hidden_dim, kernel_initializer=initializer(), dtype=dtype, name="pooler"
-            )
-
-        # === Functional graph ===
-        inputs = {"token_ids": keras.Input(shape=(None,), dtype="int32", name="token_ids")}
-        if num_segments > 0:
-            inputs["segment_ids"] = keras.Input(shape=(None,), dtype="int32", name="segment_ids")
-        inputs["padding_mask"] = keras.Input(shape=(None,), dtype="int32", name="padding_mask")
-        block_inputs = {"padding_mask": inputs["padding_mask"]}
-        if "global_attention_mask" in inspect.signature(ATTENTION_LAYERS[attention].call).parameters:
-            inputs["global_attention_mask"] = keras.Input(
-                shape=(None,), dtype="int32", name="global_attention_mask", optional=True
-            )
-            block_inputs["global_attention_mask"] = inputs["global_attention_mask"]
-        x = embeddings(
-            inputs["token_ids"],
-            segment_ids=inputs.get("segment_ids"),
-            padding_mask=inputs["padding_mask"],
-        )
-        for layer in transformer_layers:
-            x = layer(x, **block_inputs)
-        if final_layer_norm is not None:
-            x = final_layer_norm(x)
-        pooled = pooler(x) if pooler is not None else x[:, 0, :]
-        super().__init__(
-            inputs=inputs,
-            outputs={"sequence_output": x, "pooled_output": pooled},
-            dtype=dtype,
-            **kwargs,
-        )
-        # Functional models drop `dtype`; keep it so `dtype_policy` and the config carry it.
-        self.dtype_policy = dtype
-
-        self.embeddings = embeddings
-        self.transformer_layers = transformer_layers
-        self.final_layer_norm = final_layer_norm
-        self.pooler = pooler
-
-        # === Config ===
+        _check_shape_and_attention(hidden_dim, num_heads, attention)
+        # === Config === (read by the steps that create the layers)
         self.vocabulary_size = vocabulary_size
         self.num_layers = num_layers
         self.num_heads = num_heads
@@ -219,56 +106,168 @@ class Encoder(keras.Model):
         self.share_layers = share_layers
         self.position_offset = position_offset
         self.dropout = dropout
-        self.attention_dropout = attention_dropout
+        self.attention_dropout = dropout if attention_dropout is None else attention_dropout
         self.activation = activation
         self.layer_norm_epsilon = layer_norm_epsilon
         self.normalize_first = normalize_first
         self.use_pooler = use_pooler
         self.initializer_range = initializer_range
         self.attention = attention
-        self.attention_kwargs = attention_kwargs
+        self.attention_kwargs = _copy_attention_kwargs(attention_kwargs, num_layers)
+
+        # === Layers ===
+        self._create_embeddings(dtype)
+        self._create_blocks(dtype)
+        self._create_output_layers(dtype)
+
+        # === Functional graph ===
+        inputs = self._inputs()
+        super().__init__(inputs=inputs, outputs=self._outputs(inputs), dtype=dtype, **kwargs)
+
+    # --- Layers -----------------------------------------------------------------
+
+    def _initializer(self):
+        return keras.initializers.TruncatedNormal(stddev=self.initializer_range)
+
+    def _create_embeddings(self, dtype):
+        self.embeddings = TextEmbedding(
+            vocabulary_size=self.vocabulary_size,
+            hidden_dim=self.hidden_dim,
+            max_positions=self.max_positions,
+            num_segments=self.num_segments,
+            embedding_dim=self.embedding_dim,
+            position_offset=self.position_offset,
+            dropout=self.dropout,
+            layer_norm_epsilon=self.layer_norm_epsilon,
+            initializer_range=self.initializer_range,
+            dtype=dtype,
+            name="embeddings",
+        )
+
+    def _attention_layer(self, index, dtype):
+        per_layer = isinstance(self.attention_kwargs, list)
+        return ATTENTION_LAYERS[self.attention](
+            num_heads=self.num_heads,
+            key_dim=self.hidden_dim // self.num_heads,
+            dropout=self.attention_dropout,
+            kernel_initializer=self._initializer(),
+            dtype=dtype,
+            name="attention",
+            **(self.attention_kwargs[index] if per_layer else self.attention_kwargs),
+        )
+
+    def _block(self, index, dtype):
+        return TransformerEncoder(
+            num_heads=self.num_heads,
+            intermediate_dim=self.intermediate_dim,
+            dropout=self.dropout,
+            attention_dropout=self.attention_dropout,
+            activation=self.activation,
+            layer_norm_epsilon=self.layer_norm_epsilon,
+            normalize_first=self.normalize_first,
+            kernel_initializer=self._initializer(),
+            attention_layer=self._attention_layer(index, dtype),
+            dtype=dtype,
+            name="shared_transformer_layer" if self.share_layers else f"transformer_layer_{index}",
+        )
+
+    def _create_blocks(self, dtype):
+        if self.share_layers:
+            self.transformer_layers = [self._block(0, dtype)] * self.num_layers
+        else:
+            self.transformer_layers = [self._block(i, dtype) for i in range(self.num_layers)]
+
+    def _create_output_layers(self, dtype):
+        """The final LayerNorm of pre-LN blocks and the pooler, each where configured."""
+        self.final_layer_norm = None
+        if self.normalize_first:
+            self.final_layer_norm = keras.layers.LayerNormalization(
+                epsilon=self.layer_norm_epsilon, dtype=dtype, name="final_layer_norm"
+            )
+        self.pooler = None
+        if self.use_pooler:
+            self.pooler = Pooler(
+                self.hidden_dim, kernel_initializer=self._initializer(), dtype=dtype, name="pooler"
+            )
+
+    # --- Functional graph -------------------------------------------------------
+
+    @property
+    def takes_global_attention_mask(self):
+        """Whether the attention has global tokens, so the model takes a `global_attention_mask`."""
+        return ATTENTION_LAYERS[self.attention].takes_global_attention_mask
+
+    def _inputs(self):
+        def int_input(name, optional=False):
+            return keras.Input(shape=(None,), dtype="int32", name=name, optional=optional)
+
+        inputs = {"token_ids": int_input("token_ids")}
+        if self.num_segments > 0:
+            inputs["segment_ids"] = int_input("segment_ids")
+        inputs["padding_mask"] = int_input("padding_mask")
+        if self.takes_global_attention_mask:
+            inputs["global_attention_mask"] = int_input("global_attention_mask", optional=True)
+        return inputs
+
+    def _outputs(self, inputs):
+        padding_mask = inputs["padding_mask"]
+        x = self.embeddings(
+            inputs["token_ids"], segment_ids=inputs.get("segment_ids"), padding_mask=padding_mask
+        )
+        global_attention_mask = inputs.get("global_attention_mask")
+        for block in self.transformer_layers:
+            x = block(x, padding_mask=padding_mask, global_attention_mask=global_attention_mask)
+        if self.final_layer_norm is not None:
+            x = self.final_layer_norm(x)
+        pooled = self.pooler(x) if self.pooler is not None else x[:, 0, :]
+        return {"sequence_output": x, "pooled_output": pooled}
+
+    # --- Calls ------------------------------------------------------------------
 
     def __call__(self, inputs, *args, **kwargs):
-        # The optional `global_attention_mask` input may be left out of the dict.
-        if isinstance(inputs, dict) and "global_attention_mask" not in inputs:
-            if "global_attention_mask" in self.input:
-                inputs = {**inputs, "global_attention_mask": None}
-        return super().__call__(inputs, *args, **kwargs)
+        return super().__call__(self._fill_global_attention_mask(inputs), *args, **kwargs)
+
+    def call(self, inputs, training=None, mask=None, **kwargs):
+        # `fit`, `evaluate` and `predict` on JAX reach `call` without `__call__`.
+        inputs = self._fill_global_attention_mask(inputs)
+        return super().call(inputs, training=training, mask=mask, **kwargs)
+
+    def _fill_global_attention_mask(self, inputs):
+        """`inputs` with a left-out (or None) `global_attention_mask` filled: no token is global.
+
+        Keras takes None for an optional input, but not a missing key
+        (`Missing data for input`), and a symbolic call cannot take None
+        either; there the mask is zeros, which gives the same outputs.
+        """
+        if not self.takes_global_attention_mask or not isinstance(inputs, dict):
+            return inputs
+        if inputs.get("global_attention_mask") is not None:
+            return inputs
+        mask = None
+        if keras.backend.is_keras_tensor(inputs.get("padding_mask")):
+            mask = keras.ops.zeros_like(inputs["padding_mask"])
+        return {**inputs, "global_attention_mask": mask}
 
     @property
     def token_embedding(self):
         """The `ReversibleEmbedding` token table, for tied output heads."""
         return self.embeddings.token_embedding
 
-    def get_config(self):
-        return {
-            "name": self.name,
-            "trainable": self.trainable,
-            "dtype": keras.dtype_policies.serialize(self.dtype_policy),
-            "vocabulary_size": self.vocabulary_size,
-            "num_layers": self.num_layers,
-            "num_heads": self.num_heads,
-            "hidden_dim": self.hidden_dim,
-            "intermediate_dim": self.intermediate_dim,
-            "max_positions": self.max_positions,
-            "num_segments": self.num_segments,
-            "embedding_dim": self.embedding_dim,
-            "share_layers": self.share_layers,
-            "position_offset": self.position_offset,
-            "dropout": self.dropout,
-            "attention_dropout": self.attention_dropout,
-            "activation": self.activation,
-            "layer_norm_epsilon": self.layer_norm_epsilon,
-            "normalize_first": self.normalize_first,
-            "use_pooler": self.use_pooler,
-            "initializer_range": self.initializer_range,
-            "attention": self.attention,
-            "attention_kwargs": self.attention_kwargs,
-        }
 
-    @classmethod
-    def from_config(cls, config):
-        config = dict(config)
-        if isinstance(config.get("dtype"), dict):
-            config["dtype"] = keras.dtype_policies.deserialize(config["dtype"])
-        return cls(**config)
+def _check_shape_and_attention(hidden_dim, num_heads, attention):
+    if hidden_dim % num_heads:
+        raise ValueError(f"hidden_dim={hidden_dim} is not divisible by num_heads={num_heads}.")
+    if attention not in ATTENTION_LAYERS:
+        raise ValueError(f"Unknown attention '{attention}'; known: {sorted(ATTENTION_LAYERS)}.")
+
+
+def _copy_attention_kwargs(attention_kwargs, num_layers):
+    """A copy of `attention_kwargs`: one dict, or a list of one dict per layer (checked)."""
+    if isinstance(attention_kwargs, (list, tuple)):
+        if len(attention_kwargs) != num_layers:
+            raise ValueError(
+                f"attention_kwargs has {len(attention_kwargs)} per-layer entries "
+                f"for num_layers={num_layers}."
+            )
+        return [dict(layer_kwargs) for layer_kwargs in attention_kwargs]
+    return dict(attention_kwargs or {})

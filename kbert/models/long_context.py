@@ -2,9 +2,11 @@
 
 import numpy as np
 
+from kbert.layers.sublayer_names import KEY, KEY_GLOBAL, QUERY, QUERY_GLOBAL, VALUE, VALUE_GLOBAL
 from kbert.models.encoder import Encoder
 
-_GLOBAL_PROJECTIONS = {"query_global": "query", "key_global": "key", "value_global": "value"}
+# Longformer's global projections start from the local ones (by Keras name).
+_GLOBAL_PROJECTIONS = {QUERY_GLOBAL: QUERY, KEY_GLOBAL: KEY, VALUE_GLOBAL: VALUE}
 
 
 def to_long_context(

@@ -1,14 +1,19 @@
 """The named model sizes and the builder functions users call.
 
-Every builder returns a randomly initialised `Encoder` and takes keyword
-overrides of any `Encoder` argument: `bert_base(num_layers=6, dropout=0.0)`.
-`build("bert_base", ...)` reads the same table. Parameter counts include the
-pooler where the published model has one and are tested.
+Every builder returns a randomly initialised model and takes keyword
+overrides of any of its constructor's arguments: `bert_base(num_layers=6,
+dropout=0.0)` builds an `Encoder`, `t5_small(num_layers=2)` a `T5`.
+`build("bert_base", ...)` reads the same tables, `PRESETS` (the encoders) and
+`T5_PRESETS`. Parameter counts are those of the published models (with the
+pooler where the published model has one; T5's from the reference library's
+configs, ALGORITHMS.md §8) and are tested.
 """
 
 import difflib
 
 from kbert.models.encoder import Encoder
+from kbert.models.t5 import T5
+from kbert.serialization import constructor_arguments
 
 _BERT = dict(vocabulary_size=30522, max_positions=512, num_segments=2)
 _ROBERTA = dict(
@@ -44,6 +49,15 @@ _LONGFORMER = dict(
     max_positions=4098,
     attention="longformer",
     attention_kwargs={"window": 256},
+)
+# T5: V = 32128 (32000 SentencePiece pieces + 100 sentinels, padded); d_kv = 64.
+_T5_V1_0 = dict(vocabulary_size=32128, key_dim=64, activation="relu", tie_embeddings=True)
+_T5_V1_1 = dict(
+    vocabulary_size=32128,
+    key_dim=64,
+    activation="gelu_approximate",
+    use_gated_activation=True,
+    tie_embeddings=False,
 )
 
 
@@ -87,25 +101,47 @@ PRESETS = {
     "longformer_base": {**_LONGFORMER, **_size(12, 768, 12)},
 }
 
+T5_PRESETS = {
+    "t5_small": {**_T5_V1_0, **_size(6, 512, 8, 2048)},
+    "t5_base": {**_T5_V1_0, **_size(12, 768, 12, 3072)},
+    "t5_large": {**_T5_V1_0, **_size(24, 1024, 16, 4096)},
+    "t5_v1_1_small": {**_T5_V1_1, **_size(8, 512, 6, 1024)},
+    "t5_v1_1_base": {**_T5_V1_1, **_size(12, 768, 12, 2048)},
+}
+
+# The model class each table builds.
+_TABLES = ((Encoder, PRESETS), (T5, T5_PRESETS))
+
 
 def build(name, **overrides):
-    """Build the named preset, with keyword overrides of `Encoder` arguments.
+    """Build the named preset, with keyword overrides of its model's constructor arguments.
+
+    An `Encoder` for the names in `PRESETS`, a `T5` for those in `T5_PRESETS`.
 
     >>> build("bert_tiny", num_layers=1).num_layers
     1
+    >>> type(build("t5_small", num_layers=1, vocabulary_size=100)).__name__
+    'T5'
     """
-    if name not in PRESETS:
-        close = difflib.get_close_matches(str(name), PRESETS, n=3)
-        hint = f" Did you mean {', '.join(close)}?" if close else ""
-        raise ValueError(
-            f"Unknown model '{name}'.{hint} Known models: {', '.join(sorted(PRESETS))}."
-        )
-    unknown = set(overrides) - set(Encoder.__init__.__code__.co_varnames) - {"name"}
+    for model_class, table in _TABLES:
+        if name in table:
+            _check_overrides(name, model_class, overrides)
+            return model_class(**{**table[name], "name": name, **overrides})
+    known = [known_name for _, table in _TABLES for known_name in table]
+    close = difflib.get_close_matches(str(name), known, n=3)
+    hint = f" Did you mean {', '.join(close)}?" if close else ""
+    raise ValueError(f"Unknown model '{name}'.{hint} Known models: {', '.join(sorted(known))}.")
+
+
+def _check_overrides(name, model_class, overrides):
+    """Raise a `TypeError` naming the overrides that are no argument of `model_class`."""
+    valid = set(constructor_arguments(model_class)) | {"name"}
+    unknown = sorted(set(overrides) - valid)
     if unknown:
-        raise TypeError(f"Unknown argument(s) for {name}: {', '.join(sorted(unknown))}.")
-    config = {**PRESETS[name], **overrides}
-    config.setdefault("name", name)
-    return Encoder(**config)
+        raise TypeError(
+            f"Unknown argument(s) for {name}: {', '.join(unknown)}. "
+            f"{model_class.__name__} takes: {', '.join(sorted(valid))}."
+        )
 
 
 def bert_tiny(**overrides):
@@ -221,3 +257,28 @@ def longformer_base(**overrides):
     148,659,456 parameters.
     """
     return build("longformer_base", **overrides)
+
+
+def t5_small(**overrides):
+    """T5-Small v1.0 (6+6 layers, d 512, 8 heads, ReLU, tied): 60,506,624 parameters."""
+    return build("t5_small", **overrides)
+
+
+def t5_base(**overrides):
+    """T5-Base v1.0 (12+12 layers, d 768, 12 heads, ReLU, tied): 222,903,552 parameters."""
+    return build("t5_base", **overrides)
+
+
+def t5_large(**overrides):
+    """T5-Large v1.0 (24+24 layers, d 1024, 16 heads, ReLU, tied): 737,668,096 parameters."""
+    return build("t5_large", **overrides)
+
+
+def t5_v1_1_small(**overrides):
+    """T5 v1.1-Small (8+8 layers, d 512, 6 heads, gated GELU, untied): 76,961,152 parameters."""
+    return build("t5_v1_1_small", **overrides)
+
+
+def t5_v1_1_base(**overrides):
+    """T5 v1.1-Base (12+12 layers, d 768, 12 heads, gated GELU, untied): 247,577,856 parameters."""
+    return build("t5_v1_1_base", **overrides)

@@ -4,73 +4,31 @@ import keras
 import numpy as np
 from keras import ops
 
-from kbert.backend_utils import scale_loss_for_replicas
 from kbert.layers.relative_position_bias import RelativePositionBias
 from kbert.layers.reversible_embedding import ReversibleEmbedding
 from kbert.layers.rms_normalization import RMSNormalization
+from kbert.layers.t5_encoder_block import T5EncoderBlock
 from kbert.layers.transformer_decoder import TransformerDecoder
+from kbert.models.backbone import Backbone
 
 # T5's special ids (ALGORITHMS.md §3): the decoder starts from the pad id.
 PAD_ID = 0
 END_ID = 1
 
-
-def _encode(parts, token_ids, padding_mask, training=None):
-    x = parts.embedding_dropout(parts.token_embedding(token_ids), training=training)
-    bias = parts.encoder_position_bias(x)
-    for block in parts.encoder_layers:
-        x = block(x, padding_mask=padding_mask, attention_bias=bias, training=training)
-    x = parts.encoder_final_layer_norm(x)
-    return parts.encoder_final_dropout(x, training=training)
-
-
-def _decoder_stack(parts, token_ids, run_blocks, training=None):
-    """Embeddings -> `run_blocks(x)` -> final norm and dropout."""
-    x = parts.embedding_dropout(parts.token_embedding(token_ids), training=training)
-    x, extra = run_blocks(x)
-    x = parts.decoder_final_layer_norm(x)
-    return parts.decoder_final_dropout(x, training=training), extra
-
-
-def _logits(parts, sequence_output):
-    if parts.lm_head is not None:
-        return parts.lm_head(sequence_output)
-    # v1.0 ties the output projection to the embeddings and rescales by d^-0.5.
-    scaled = sequence_output * ops.cast(parts.hidden_dim**-0.5, sequence_output.dtype)
-    return parts.token_embedding(scaled, reverse=True)
-
-
-def _decode(parts, token_ids, padding_mask, encoder_outputs, encoder_padding_mask, training=None):
-    def run_blocks(x):
-        bias = parts.decoder_position_bias(x)
-        for block in parts.decoder_layers:
-            x = block(
-                x,
-                encoder_outputs=encoder_outputs,
-                padding_mask=padding_mask,
-                encoder_padding_mask=encoder_padding_mask,
-                attention_bias=bias,
-                training=training,
-            )
-        return x, None
-
-    sequence_output, _ = _decoder_stack(parts, token_ids, run_blocks, training)
-    return sequence_output
-
-
-class _Parts:
-    """The layers of a T5 while the functional graph is wired (before `Model.__init__`)."""
-
-    def __init__(self, **layers):
-        self.__dict__.update(layers)
+INPUT_NAMES = (
+    "encoder_token_ids",
+    "encoder_padding_mask",
+    "decoder_token_ids",
+    "decoder_padding_mask",
+)
 
 
 @keras.saving.register_keras_serializable(package="kbert")
-class T5(keras.Model):
-    """The T5 encoder-decoder backbone with its language-model head (ALGORITHMS.md §3).
+class T5(Backbone):
+    """The T5 encoder-decoder backbone, up to its vocabulary logits (ALGORITHMS.md §3).
 
-    Both stacks are `TransformerDecoder` blocks (the encoder's without
-    cross-attention and not causal), pre-norm with RMS normalization, no biases,
+    The encoder is a stack of `T5EncoderBlock`s, the decoder a stack of
+    `TransformerDecoder` blocks: pre-norm with RMS normalization, no biases,
     unscaled attention and a relative position bias computed once per stack
     and shared by its blocks. v1.0 (`t5_small` ...) uses a ReLU feed-forward
     network and ties the output projection to the token table, rescaling the
@@ -80,11 +38,10 @@ class T5(keras.Model):
     A functional `keras.Model` with dict inputs `encoder_token_ids`,
     `encoder_padding_mask`, `decoder_token_ids`, `decoder_padding_mask` and
     dict outputs `encoder_sequence_output`, `decoder_sequence_output` and the
-    vocabulary `logits`. Trained with `fit(inputs, target_ids)` (teacher
-    forcing: see `seq2seq_inputs`), the loss is the token cross-entropy over
-    the non-pad targets (`compute_loss`). `kbert.generation.Seq2SeqGenerator`
-    decodes with it, through `encode`, `decode`, `cross_attention_caches`,
-    `self_attention_caches` and `decode_step`.
+    vocabulary `logits`. It owns no loss: `kbert.tasks.Seq2SeqLM` wraps it
+    with the token cross-entropy and generates with it.
+    `kbert.generation.Seq2SeqGenerator` decodes through `encode`, `decode`,
+    `cross_attention_caches`, `self_attention_caches` and `decode_step`.
 
     Args:
         vocabulary_size: rows of the shared token table.
@@ -138,111 +95,14 @@ class T5(keras.Model):
             raise ValueError(
                 f"hidden_dim={hidden_dim} is not divisible by num_heads={num_heads}; pass key_dim."
             )
-        num_decoder_layers = num_layers if num_decoder_layers is None else num_decoder_layers
-
-        def blocks(count, prefix, decoder):
-            return [
-                TransformerDecoder(
-                    num_heads=num_heads,
-                    intermediate_dim=intermediate_dim,
-                    key_dim=key_dim,
-                    dropout=dropout,
-                    activation=activation,
-                    use_gated_activation=use_gated_activation,
-                    layer_norm_epsilon=layer_norm_epsilon,
-                    use_cross_attention=decoder,
-                    causal=decoder,
-                    initializer_factor=initializer_factor,
-                    dtype=dtype,
-                    name=f"{prefix}_layer_{i}",
-                )
-                for i in range(count)
-            ]
-
-        def position_bias(name, bidirectional):
-            return RelativePositionBias(
-                num_heads=num_heads,
-                num_buckets=num_buckets,
-                max_distance=max_distance,
-                bidirectional=bidirectional,
-                embeddings_initializer=keras.initializers.RandomNormal(
-                    stddev=initializer_factor * hidden_dim**-0.5
-                ),
-                dtype=dtype,
-                name=name,
-            )
-
-        def norm(name):
-            return RMSNormalization(layer_norm_epsilon, dtype=dtype, name=name)
-
-        def drop():
-            return keras.layers.Dropout(dropout, dtype=dtype)
-
-        # === Layers === (attributes are set after `super().__init__`, which
-        # PyTorch modules require)
-        parts = _Parts(
-            hidden_dim=hidden_dim,
-            token_embedding=ReversibleEmbedding(
-                vocabulary_size,
-                hidden_dim,
-                embeddings_initializer=keras.initializers.RandomNormal(stddev=initializer_factor),
-                dtype=dtype,
-                name="token_embedding",
-            ),
-            embedding_dropout=drop(),
-            encoder_position_bias=position_bias("encoder_position_bias", True),
-            encoder_layers=blocks(num_layers, "encoder", decoder=False),
-            encoder_final_layer_norm=norm("encoder_final_layer_norm"),
-            encoder_final_dropout=drop(),
-            decoder_position_bias=position_bias("decoder_position_bias", False),
-            decoder_layers=blocks(num_decoder_layers, "decoder", decoder=True),
-            decoder_final_layer_norm=norm("decoder_final_layer_norm"),
-            decoder_final_dropout=drop(),
-            lm_head=None
-            if tie_embeddings
-            else keras.layers.Dense(
-                vocabulary_size,
-                use_bias=False,
-                kernel_initializer=keras.initializers.RandomNormal(stddev=initializer_factor),
-                dtype=dtype,
-                name="lm_head",
-            ),
-        )
-
-        # === Functional graph ===
-        names = (
-            "encoder_token_ids",
-            "encoder_padding_mask",
-            "decoder_token_ids",
-            "decoder_padding_mask",
-        )
-        inputs = {name: keras.Input(shape=(None,), dtype="int32", name=name) for name in names}
-        encoder_outputs = _encode(parts, inputs["encoder_token_ids"], inputs["encoder_padding_mask"])
-        decoder_outputs = _decode(
-            parts,
-            inputs["decoder_token_ids"],
-            inputs["decoder_padding_mask"],
-            encoder_outputs,
-            inputs["encoder_padding_mask"],
-        )
-        outputs = {
-            "encoder_sequence_output": encoder_outputs,
-            "decoder_sequence_output": decoder_outputs,
-            "logits": _logits(parts, decoder_outputs),
-        }
-        super().__init__(inputs=inputs, outputs=outputs, dtype=dtype, **kwargs)
-        # Functional models drop `dtype`; keep it so `dtype_policy` and the config carry it.
-        self.dtype_policy = dtype
-        for name, value in vars(parts).items():
-            setattr(self, name, value)
-
-        # === Config ===
+        # === Config === (read by the steps that create the layers)
         self.vocabulary_size = vocabulary_size
         self.num_layers = num_layers
         self.num_heads = num_heads
-        self.key_dim = key_dim
+        self.hidden_dim = hidden_dim
         self.intermediate_dim = intermediate_dim
-        self.num_decoder_layers = num_decoder_layers
+        self.key_dim = key_dim
+        self.num_decoder_layers = num_layers if num_decoder_layers is None else num_decoder_layers
         self.activation = activation
         self.use_gated_activation = use_gated_activation
         self.tie_embeddings = tie_embeddings
@@ -254,18 +114,155 @@ class T5(keras.Model):
         self.pad_id = PAD_ID
         self.end_id = END_ID
 
+        # === Layers ===
+        self._create_embeddings(dtype)
+        self._create_encoder(dtype)
+        self._create_decoder(dtype)
+        self._create_head(dtype)
+
+        # === Functional graph ===
+        inputs = {name: keras.Input(shape=(None,), dtype="int32", name=name) for name in INPUT_NAMES}
+        super().__init__(inputs=inputs, outputs=self._outputs(inputs), dtype=dtype, **kwargs)
+
+    # --- Layers -----------------------------------------------------------------
+
+    def _create_embeddings(self, dtype):
+        self.token_embedding = ReversibleEmbedding(
+            self.vocabulary_size,
+            self.hidden_dim,
+            embeddings_initializer=keras.initializers.RandomNormal(stddev=self.initializer_factor),
+            dtype=dtype,
+            name="token_embedding",
+        )
+        self.embedding_dropout = keras.layers.Dropout(self.dropout, dtype=dtype)
+
+    def _stack(self, prefix, block_class, num_blocks, bidirectional, dtype):
+        """A stack's shared relative position bias, its blocks, its final RMS norm and dropout."""
+        position_bias = RelativePositionBias(
+            num_heads=self.num_heads,
+            num_buckets=self.num_buckets,
+            max_distance=self.max_distance,
+            bidirectional=bidirectional,
+            embeddings_initializer=keras.initializers.RandomNormal(
+                stddev=self.initializer_factor * self.hidden_dim**-0.5
+            ),
+            dtype=dtype,
+            name=f"{prefix}_position_bias",
+        )
+        blocks = [
+            block_class(
+                num_heads=self.num_heads,
+                intermediate_dim=self.intermediate_dim,
+                key_dim=self.key_dim,
+                dropout=self.dropout,
+                activation=self.activation,
+                use_gated_activation=self.use_gated_activation,
+                layer_norm_epsilon=self.layer_norm_epsilon,
+                initializer_factor=self.initializer_factor,
+                dtype=dtype,
+                name=f"{prefix}_layer_{i}",
+            )
+            for i in range(num_blocks)
+        ]
+        norm = RMSNormalization(
+            self.layer_norm_epsilon, dtype=dtype, name=f"{prefix}_final_layer_norm"
+        )
+        return position_bias, blocks, norm, keras.layers.Dropout(self.dropout, dtype=dtype)
+
+    def _create_encoder(self, dtype):
+        (
+            self.encoder_position_bias,
+            self.encoder_layers,
+            self.encoder_final_layer_norm,
+            self.encoder_final_dropout,
+        ) = self._stack("encoder", T5EncoderBlock, self.num_layers, bidirectional=True, dtype=dtype)
+
+    def _create_decoder(self, dtype):
+        (
+            self.decoder_position_bias,
+            self.decoder_layers,
+            self.decoder_final_layer_norm,
+            self.decoder_final_dropout,
+        ) = self._stack(
+            "decoder", TransformerDecoder, self.num_decoder_layers, bidirectional=False, dtype=dtype
+        )
+
+    def _create_head(self, dtype):
+        self.lm_head = None
+        if not self.tie_embeddings:
+            self.lm_head = keras.layers.Dense(
+                self.vocabulary_size,
+                use_bias=False,
+                kernel_initializer=keras.initializers.RandomNormal(stddev=self.initializer_factor),
+                dtype=dtype,
+                name="lm_head",
+            )
+
+    def _outputs(self, inputs):
+        encoder_outputs = self.encode(
+            inputs["encoder_token_ids"], inputs["encoder_padding_mask"], training=None
+        )
+        decoder_outputs = self._decoder_sequence_output(
+            inputs["decoder_token_ids"],
+            inputs["decoder_padding_mask"],
+            encoder_outputs,
+            inputs["encoder_padding_mask"],
+            training=None,
+        )
+        return {
+            "encoder_sequence_output": encoder_outputs,
+            "decoder_sequence_output": decoder_outputs,
+            "logits": self._logits(decoder_outputs),
+        }
+
+    # --- The stacks -------------------------------------------------------------
+
+    def _embed(self, token_ids, training):
+        return self.embedding_dropout(self.token_embedding(token_ids), training=training)
+
+    def _end_decoder(self, x, training):
+        return self.decoder_final_dropout(self.decoder_final_layer_norm(x), training=training)
+
+    def _decoder_sequence_output(
+        self, token_ids, padding_mask, encoder_outputs, encoder_padding_mask, training
+    ):
+        x = self._embed(token_ids, training)
+        bias = self.decoder_position_bias(x)
+        for block in self.decoder_layers:
+            x = block(
+                x,
+                encoder_outputs=encoder_outputs,
+                padding_mask=padding_mask,
+                encoder_padding_mask=encoder_padding_mask,
+                attention_bias=bias,
+                training=training,
+            )
+        return self._end_decoder(x, training)
+
+    def _logits(self, sequence_output):
+        if self.lm_head is not None:
+            return self.lm_head(sequence_output)
+        # v1.0 ties the output projection to the embeddings and rescales by d^-0.5.
+        scaled = sequence_output * ops.cast(self.hidden_dim**-0.5, sequence_output.dtype)
+        return self.token_embedding(scaled, reverse=True)
+
     # --- Pieces for generation ------------------------------------------------
 
     def encode(self, token_ids, padding_mask, training=False):
         """The encoder stack: `(batch, length, hidden_dim)`."""
-        return _encode(self, token_ids, padding_mask, training)
+        x = self._embed(token_ids, training)
+        bias = self.encoder_position_bias(x)
+        for block in self.encoder_layers:
+            x = block(x, padding_mask=padding_mask, attention_bias=bias, training=training)
+        x = self.encoder_final_layer_norm(x)
+        return self.encoder_final_dropout(x, training=training)
 
     def decode(self, token_ids, padding_mask, encoder_outputs, encoder_padding_mask):
         """The decoder stack and head on whole sequences (no cache): logits `(batch, length, vocab)`."""
-        sequence_output = _decode(
-            self, token_ids, padding_mask, encoder_outputs, encoder_padding_mask, training=False
+        sequence_output = self._decoder_sequence_output(
+            token_ids, padding_mask, encoder_outputs, encoder_padding_mask, training=False
         )
-        return _logits(self, sequence_output)
+        return self._logits(sequence_output)
 
     def cross_attention_caches(self, encoder_outputs):
         """Each decoder block's projected encoder keys and values, computed once per input."""
@@ -279,7 +276,15 @@ class T5(keras.Model):
         shape = (batch_size, attention.num_heads, 2, max_length, attention.key_dim)
         return tuple(ops.zeros(shape, self.compute_dtype) for _ in self.decoder_layers)
 
-    def decode_step(self, token_ids, index, self_caches, cross_caches, encoder_padding_mask):
+    def decode_step(
+        self,
+        token_ids,
+        index,
+        self_caches,
+        cross_caches,
+        encoder_padding_mask,
+        cache_write="functional",
+    ):
         """One incremental decoder step at position `index`.
 
         Args:
@@ -288,76 +293,35 @@ class T5(keras.Model):
             self_caches: from `self_attention_caches` (or the previous step).
             cross_caches: from `cross_attention_caches`.
             encoder_padding_mask: `(batch, encoder_length)`.
+            cache_write: `"functional"` returns updated copies of `self_caches`;
+                `"in_place"` lets PyTorch overwrite them (for a loop that never
+                reads a cache again after passing it on: see
+                `CachedMultiHeadAttention`).
 
         Returns:
             `(logits (batch, vocab), updated self_caches)`.
         """
-
-        def run_blocks(x):
-            bias = self.decoder_position_bias(x, self_caches[0][:, 0, 0], query_offset=index)
-            updated = []
-            for block, cache, cross in zip(self.decoder_layers, self_caches, cross_caches):
-                x, cache = block(
-                    x,
-                    encoder_padding_mask=encoder_padding_mask,
-                    attention_bias=bias,
-                    self_attention_cache=cache,
-                    cross_attention_cache=cross,
-                    cache_update_index=index,
-                    training=False,
-                )
-                updated.append(cache)
-            return x, tuple(updated)
-
-        sequence_output, updated = _decoder_stack(self, token_ids, run_blocks, training=False)
-        return _logits(self, sequence_output)[:, 0, :], updated
-
-    # --- Training -------------------------------------------------------------
-
-    def compute_loss(self, x=None, y=None, y_pred=None, sample_weight=None, training=True):
-        """Mean token cross-entropy of `logits` against target ids `y`, pad targets ignored."""
-        if y is None:
-            return super().compute_loss(x, y, y_pred, sample_weight, training)
-        logits = ops.cast(y_pred["logits"], "float32")
-        losses = keras.losses.sparse_categorical_crossentropy(y, logits, from_logits=True)
-        weights = ops.cast(ops.not_equal(y, self.pad_id), "float32")
-        if sample_weight is not None:
-            weights = weights * ops.cast(ops.reshape(sample_weight, (-1, 1)), "float32")
-        loss = ops.sum(losses * weights) / ops.maximum(ops.sum(weights), 1.0)
-        return scale_loss_for_replicas(loss)
-
-    def get_config(self):
-        return {
-            "name": self.name,
-            "trainable": self.trainable,
-            "dtype": keras.dtype_policies.serialize(self.dtype_policy),
-            "vocabulary_size": self.vocabulary_size,
-            "num_layers": self.num_layers,
-            "num_heads": self.num_heads,
-            "hidden_dim": self.hidden_dim,
-            "intermediate_dim": self.intermediate_dim,
-            "key_dim": self.key_dim,
-            "num_decoder_layers": self.num_decoder_layers,
-            "activation": self.activation,
-            "use_gated_activation": self.use_gated_activation,
-            "tie_embeddings": self.tie_embeddings,
-            "dropout": self.dropout,
-            "layer_norm_epsilon": self.layer_norm_epsilon,
-            "num_buckets": self.num_buckets,
-            "max_distance": self.max_distance,
-            "initializer_factor": self.initializer_factor,
-        }
-
-    @classmethod
-    def from_config(cls, config):
-        config = dict(config)
-        if isinstance(config.get("dtype"), dict):
-            config["dtype"] = keras.dtype_policies.deserialize(config["dtype"])
-        return cls(**config)
+        x = self._embed(token_ids, training=False)
+        bias = self.decoder_position_bias(x, self_caches[0][:, 0, 0], query_offset=index)
+        updated = []
+        for block, cache, cross in zip(self.decoder_layers, self_caches, cross_caches):
+            x, cache = block(
+                x,
+                encoder_padding_mask=encoder_padding_mask,
+                attention_bias=bias,
+                self_attention_cache=cache,
+                cross_attention_cache=cross,
+                cache_update_index=index,
+                cache_write=cache_write,
+                training=False,
+            )
+            updated.append(cache)
+        sequence_output = self._end_decoder(x, training=False)
+        return self._logits(sequence_output)[:, 0, :], tuple(updated)
 
 
 def seq2seq_inputs(encoder_token_ids, target_ids, pad_id=PAD_ID, start_id=PAD_ID):
-    """Teacher-forcing inputs for `T5.fit(inputs, target_ids)`, from NumPy arrays.
+    """Teacher-forcing inputs for `kbert.tasks.Seq2SeqLM.fit(inputs, target_ids)`, from NumPy arrays.
 
     The decoder reads the targets shifted right behind `start_id`; padding
     masks mark the non-pad ids (a decoder position is real where its target is).

@@ -14,6 +14,7 @@ from kbert.pretraining.bert_pretrainer import BertPretrainer
 from kbert.pretraining.distillation_trainer import DistillationTrainer, init_student_from_teacher
 from kbert.pretraining.electra_pretrainer import ElectraPretrainer
 from kbert.pretraining.masked_lm_masker import MaskedLMMasker
+from kbert.pretraining.masker import Masker
 from kbert.pretraining.optimizers import create_optimizer
 from kbert.pretraining.pretraining_dataset import OBJECTIVES, pretraining_dataset, read_documents
 from kbert.pretraining.sentence_pairs import full_sentences, nsp_pairs, sop_pairs
@@ -28,6 +29,7 @@ __all__ = [
     "DistillationTrainer",
     "ElectraPretrainer",
     "MaskedLMMasker",
+    "Masker",
     "SpanBertPretrainer",
     "SpanCorruption",
     "SpanMasker",

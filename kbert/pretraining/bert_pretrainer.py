@@ -1,8 +1,8 @@
 """BERT pretraining: masked LM plus an optional sentence-pair objective (NSP or SOP).
 
 Besides `BertPretrainer`, this module holds the small pieces every kbert
-pretrainer shares: the weighted masked-LM loss, the tied masked-LM head built
-from a backbone's own settings, and input checks.
+pretrainer shares: the masked-LM loss with its metrics, and the tied
+masked-LM head built from a backbone's own settings.
 """
 
 import keras
@@ -10,74 +10,25 @@ from keras import ops
 
 from kbert.backend_utils import scale_loss_for_replicas
 from kbert.layers.masked_lm_head import MaskedLMHead
+from kbert.pretraining.objective_metrics import add_objective_metrics, track_objective
+from kbert.tasks.losses import weighted_cross_entropy
+from kbert.tasks.task import Task, backbone_inputs, require_keys
 
 PAIR_OBJECTIVES = ("nsp", "sop", None)
 
 # Inputs every pretrainer needs; `segment_ids` may be left out (zeros).
 MASKED_LM_INPUTS = ("token_ids", "padding_mask", "mask_positions")
 
-# BERT's `Σw·CE / (Σw + 1e-5)`: the epsilon keeps an all-padding batch finite.
-WEIGHT_EPSILON = 1e-5
 
+def masked_lm_loss(model, y, logits, objective="mlm"):
+    """`weighted_cross_entropy` of `logits` against the targets `y`, recorded in `model`'s metrics.
 
-def weighted_cross_entropy(labels, logits, weights):
-    """`Σ w·CE(labels, logits) / (Σ w + 1e-5)` in float32 (BERT's masked-LM loss).
-
-    Prediction slots with weight 0 (padding) count zero.
-
-    Example:
-    >>> loss = weighted_cross_entropy(
-    ...     keras.ops.array([[1, 0]]), keras.ops.zeros((1, 2, 4)), keras.ops.array([[1.0, 0.0]]))
-    >>> round(float(loss), 4)  # log(4) for the one real slot
-    1.3863
+    `y` holds `mask_ids` and `mask_weights`; the loss and the weighted accuracy
+    go to the `objective` metrics (`add_objective_metrics`).
     """
     logits = ops.cast(logits, "float32")
-    losses = keras.losses.sparse_categorical_crossentropy(labels, logits, from_logits=True)
-    return weighted_mean(losses, weights)
-
-
-def weighted_mean(values, weights):
-    """`Σ w·values / (Σ w + 1e-5)` in float32.
-
-    >>> mean = weighted_mean(keras.ops.array([2.0, 4.0]), keras.ops.array([1.0, 0.0]))
-    >>> round(float(mean), 4)
-    2.0
-    """
-    weights = ops.cast(weights, "float32")
-    return ops.sum(ops.cast(values, "float32") * weights) / (ops.sum(weights) + WEIGHT_EPSILON)
-
-
-def require_keys(mapping, keys, what, owner):
-    """Raise a `ValueError` naming the missing entries when `mapping` lacks any of `keys`.
-
-    >>> require_keys({"a": 1}, ("a",), "inputs", "Model")
-    """
-    if not isinstance(mapping, dict):
-        raise ValueError(
-            f"{owner} expects {what} as a dict with keys {list(keys)}; "
-            f"received {type(mapping).__name__}."
-        )
-    missing = [key for key in keys if key not in mapping]
-    if missing:
-        raise ValueError(f"{owner} {what} lack {missing}; received keys {sorted(mapping)}.")
-
-
-def backbone_inputs(backbone, inputs):
-    """The entries of `inputs` that `backbone` takes; missing `segment_ids` become zeros.
-
-    >>> import kbert
-    >>> backbone = kbert.models.Encoder(vocabulary_size=10, num_layers=1, num_heads=1,
-    ...     hidden_dim=4, intermediate_dim=4, max_positions=8, num_segments=0)
-    >>> sorted(backbone_inputs(backbone, {"token_ids": 1, "padding_mask": 1, "mask_positions": 0}))
-    ['padding_mask', 'token_ids']
-    """
-    selected = {}
-    for name in backbone.input:
-        if name == "segment_ids" and name not in inputs:
-            selected[name] = ops.zeros_like(inputs["token_ids"])
-        else:
-            selected[name] = inputs[name]
-    return selected
+    loss = weighted_cross_entropy(y["mask_ids"], logits, y["mask_weights"])
+    return track_objective(model, objective, loss, y["mask_ids"], logits, y["mask_weights"])
 
 
 def masked_lm_head_for(backbone, name="mlm_head"):
@@ -99,7 +50,7 @@ def masked_lm_head_for(backbone, name="mlm_head"):
 
 
 @keras.saving.register_keras_serializable(package="kbert")
-class BertPretrainer(keras.Model):
+class BertPretrainer(Task):
     """A backbone with BERT's pretraining heads: masked LM and NSP or SOP.
 
     The masked-LM head (`Dense → GELU → LayerNorm → tied decoder + bias`) is
@@ -180,11 +131,9 @@ class BertPretrainer(keras.Model):
                 dtype=backbone.dtype_policy,
                 name="pair_head",
             )
-        self.mlm_loss_tracker = keras.metrics.Mean(name="mlm_loss")
-        self.mlm_accuracy = keras.metrics.SparseCategoricalAccuracy(name="mlm_accuracy")
+        add_objective_metrics(self, "mlm")
         if pair_objective is not None:
-            self.pair_loss_tracker = keras.metrics.Mean(name="pair_loss")
-            self.pair_accuracy = keras.metrics.SparseCategoricalAccuracy(name="pair_accuracy")
+            add_objective_metrics(self, "pair")
         self.build()
 
     def build(self, input_shape=None):
@@ -207,10 +156,7 @@ class BertPretrainer(keras.Model):
         if self.pair_head is not None:
             keys.append("pair_labels")
         require_keys(y, keys, "targets", "BertPretrainer")
-        mlm_logits = ops.cast(y_pred["mlm_logits"], "float32")
-        loss = weighted_cross_entropy(y["mask_ids"], mlm_logits, y["mask_weights"])
-        self.mlm_loss_tracker.update_state(loss)
-        self.mlm_accuracy.update_state(y["mask_ids"], mlm_logits, sample_weight=y["mask_weights"])
+        loss = masked_lm_loss(self, y, y_pred["mlm_logits"])
         if self.pair_head is not None:
             pair_logits = ops.cast(y_pred["pair_logits"], "float32")
             pair_loss = ops.mean(
@@ -218,21 +164,5 @@ class BertPretrainer(keras.Model):
                     y["pair_labels"], pair_logits, from_logits=True
                 )
             )
-            self.pair_loss_tracker.update_state(pair_loss)
-            self.pair_accuracy.update_state(y["pair_labels"], pair_logits)
-            loss = loss + pair_loss
+            loss = loss + track_objective(self, "pair", pair_loss, y["pair_labels"], pair_logits)
         return scale_loss_for_replicas(loss)
-
-    def get_config(self):
-        return {
-            "name": self.name,
-            "trainable": self.trainable,
-            "backbone": keras.saving.serialize_keras_object(self.backbone),
-            "pair_objective": self.pair_objective,
-        }
-
-    @classmethod
-    def from_config(cls, config):
-        config = dict(config)
-        config["backbone"] = keras.saving.deserialize_keras_object(config["backbone"])
-        return cls(**config)

@@ -4,13 +4,10 @@ import keras
 from keras import ops
 
 from kbert.backend_utils import scale_loss_for_replicas
-from kbert.pretraining.bert_pretrainer import (
-    MASKED_LM_INPUTS,
-    backbone_inputs,
-    require_keys,
-    weighted_cross_entropy,
-    weighted_mean,
-)
+from kbert.pretraining.bert_pretrainer import MASKED_LM_INPUTS, masked_lm_loss
+from kbert.pretraining.objective_metrics import add_objective_metrics, track_objective
+from kbert.tasks.losses import weighted_mean
+from kbert.tasks.task import Task, backbone_inputs, require_keys
 
 
 def _check_masked_lm(model, role):
@@ -23,7 +20,7 @@ def _check_masked_lm(model, role):
 
 
 @keras.saving.register_keras_serializable(package="kbert")
-class DistillationTrainer(keras.Model):
+class DistillationTrainer(Task):
     """Train a student masked LM against a frozen teacher's soft targets.
 
     Student and teacher are masked-LM models exposing `backbone` and
@@ -125,11 +122,10 @@ class DistillationTrainer(keras.Model):
         self.ce_weight = ce_weight
         self.mlm_weight = mlm_weight
         self.cosine_weight = cosine_weight
-        self.distillation_loss_tracker = keras.metrics.Mean(name="distillation_loss")
-        self.mlm_loss_tracker = keras.metrics.Mean(name="mlm_loss")
-        self.mlm_accuracy = keras.metrics.SparseCategoricalAccuracy(name="mlm_accuracy")
+        add_objective_metrics(self, "distillation", accuracy=None)
+        add_objective_metrics(self, "mlm")
         if cosine_weight:
-            self.cosine_loss_tracker = keras.metrics.Mean(name="cosine_loss")
+            add_objective_metrics(self, "cosine", accuracy=None)
         self.built = True
 
     @staticmethod
@@ -153,17 +149,14 @@ class DistillationTrainer(keras.Model):
     def compute_loss(self, x=None, y=None, y_pred=None, sample_weight=None, training=True):
         """The weighted sum of `L_ce`, `L_mlm`, `L_cos` in float32; `sample_weight` is unused."""
         require_keys(y, ("mask_ids", "mask_weights"), "targets", "DistillationTrainer")
-        weights = y["mask_weights"]
         logits = ops.cast(y_pred["mlm_logits"], "float32")
         teacher_logits = ops.cast(y_pred["teacher_logits"], "float32")
         student_log_probs = ops.log_softmax(logits / self.temperature, axis=-1)
         teacher_log_probs = ops.log_softmax(teacher_logits / self.temperature, axis=-1)
         kl = ops.sum(ops.exp(teacher_log_probs) * (teacher_log_probs - student_log_probs), axis=-1)
-        distillation_loss = weighted_mean(kl, weights) * self.temperature**2
-        mlm_loss = weighted_cross_entropy(y["mask_ids"], logits, weights)
-        self.distillation_loss_tracker.update_state(distillation_loss)
-        self.mlm_loss_tracker.update_state(mlm_loss)
-        self.mlm_accuracy.update_state(y["mask_ids"], logits, sample_weight=weights)
+        distillation_loss = weighted_mean(kl, y["mask_weights"]) * self.temperature**2
+        track_objective(self, "distillation", distillation_loss)
+        mlm_loss = masked_lm_loss(self, y, logits)
         loss = self.ce_weight * distillation_loss + self.mlm_weight * mlm_loss
         if self.cosine_weight:
             hidden = ops.cast(y_pred["hidden_states"], "float32")
@@ -173,28 +166,8 @@ class DistillationTrainer(keras.Model):
                 (ops.sum(hidden**2, axis=-1) + 1e-8) * (ops.sum(teacher_hidden**2, axis=-1) + 1e-8)
             )
             cosine_loss = weighted_mean(1.0 - cosine, x["padding_mask"])
-            self.cosine_loss_tracker.update_state(cosine_loss)
-            loss = loss + self.cosine_weight * cosine_loss
+            loss = loss + self.cosine_weight * track_objective(self, "cosine", cosine_loss)
         return scale_loss_for_replicas(loss)
-
-    def get_config(self):
-        return {
-            "name": self.name,
-            "trainable": self.trainable,
-            "student": keras.saving.serialize_keras_object(self.student),
-            "teacher": keras.saving.serialize_keras_object(self.teacher),
-            "temperature": self.temperature,
-            "ce_weight": self.ce_weight,
-            "mlm_weight": self.mlm_weight,
-            "cosine_weight": self.cosine_weight,
-        }
-
-    @classmethod
-    def from_config(cls, config):
-        config = dict(config)
-        config["student"] = keras.saving.deserialize_keras_object(config["student"])
-        config["teacher"] = keras.saving.deserialize_keras_object(config["teacher"])
-        return cls(**config)
 
 
 def _check_compatible(student_layer, teacher_layer, what):

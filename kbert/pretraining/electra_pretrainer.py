@@ -6,14 +6,10 @@ from keras import ops
 from kbert.backend_utils import scale_loss_for_replicas
 from kbert.layers.activations import get_activation
 from kbert.layers.transformer_encoder import TransformerEncoder
-from kbert.pretraining.bert_pretrainer import (
-    MASKED_LM_INPUTS,
-    backbone_inputs,
-    masked_lm_head_for,
-    require_keys,
-    weighted_cross_entropy,
-    weighted_mean,
-)
+from kbert.pretraining.bert_pretrainer import MASKED_LM_INPUTS, masked_lm_head_for, masked_lm_loss
+from kbert.pretraining.objective_metrics import add_objective_metrics, track_objective
+from kbert.tasks.losses import weighted_mean
+from kbert.tasks.task import Task, backbone_inputs, require_keys
 
 
 def _scatter_into(sequence, positions, values, keep):
@@ -31,7 +27,7 @@ def _scatter_into(sequence, positions, values, keep):
 
 
 @keras.saving.register_keras_serializable(package="kbert")
-class ElectraPretrainer(keras.Model):
+class ElectraPretrainer(Task):
     """ELECTRA: generator masked LM plus replaced-token detection by the discriminator.
 
     The generator is a narrow masked LM built here: the discriminator's own
@@ -183,10 +179,8 @@ class ElectraPretrainer(keras.Model):
             1, kernel_initializer=initializer(), dtype=dtype, name="discriminator_output"
         )
         self.seed_generator = keras.random.SeedGenerator(seed)
-        self.mlm_loss_tracker = keras.metrics.Mean(name="mlm_loss")
-        self.mlm_accuracy = keras.metrics.SparseCategoricalAccuracy(name="mlm_accuracy")
-        self.discriminator_loss_tracker = keras.metrics.Mean(name="discriminator_loss")
-        self.discriminator_accuracy = keras.metrics.BinaryAccuracy(name="discriminator_accuracy")
+        add_objective_metrics(self, "mlm")
+        add_objective_metrics(self, "discriminator", accuracy=keras.metrics.BinaryAccuracy)
         self.build()
 
     def build(self, input_shape=None):
@@ -264,37 +258,14 @@ class ElectraPretrainer(keras.Model):
     def compute_loss(self, x=None, y=None, y_pred=None, sample_weight=None, training=True):
         """`L_MLM + discriminator_weight · L_disc` in float32; `sample_weight` is unused."""
         require_keys(y, ("mask_ids", "mask_weights"), "targets", "ElectraPretrainer")
-        mlm_logits = ops.cast(y_pred["mlm_logits"], "float32")
-        mlm_loss = weighted_cross_entropy(y["mask_ids"], mlm_logits, y["mask_weights"])
+        mlm_loss = masked_lm_loss(self, y, y_pred["mlm_logits"])
         labels = self.discriminator_labels(x, y, y_pred)
         logits = ops.cast(y_pred["discriminator_logits"], "float32")
         token_weights = ops.cast(x["padding_mask"], "float32")
         losses = ops.binary_crossentropy(labels, logits, from_logits=True)
         discriminator_loss = weighted_mean(losses, token_weights)
-        self.mlm_loss_tracker.update_state(mlm_loss)
-        self.mlm_accuracy.update_state(y["mask_ids"], mlm_logits, sample_weight=y["mask_weights"])
-        self.discriminator_loss_tracker.update_state(discriminator_loss)
-        self.discriminator_accuracy.update_state(
-            labels, ops.sigmoid(logits), sample_weight=token_weights
+        probabilities = ops.sigmoid(logits)
+        track_objective(
+            self, "discriminator", discriminator_loss, labels, probabilities, token_weights
         )
         return scale_loss_for_replicas(mlm_loss + self.discriminator_weight * discriminator_loss)
-
-    def get_config(self):
-        return {
-            "name": self.name,
-            "trainable": self.trainable,
-            "discriminator": keras.saving.serialize_keras_object(self.discriminator),
-            "generator_num_layers": self.generator_num_layers,
-            "generator_hidden_dim": self.generator_hidden_dim,
-            "generator_num_heads": self.generator_num_heads,
-            "generator_intermediate_dim": self.generator_intermediate_dim,
-            "discriminator_weight": self.discriminator_weight,
-            "temperature": self.temperature,
-            "seed": self.seed,
-        }
-
-    @classmethod
-    def from_config(cls, config):
-        config = dict(config)
-        config["discriminator"] = keras.saving.deserialize_keras_object(config["discriminator"])
-        return cls(**config)

@@ -298,69 +298,113 @@ def pretraining_dataset(
     if max_predictions is None:
         max_predictions = default_max_predictions(sequence_length)
     _check_arguments(objective, masking, sequence_length, batch_size, max_predictions, dupe_factor)
-    if shuffle_buffer < 1:
-        raise ValueError(f"shuffle_buffer must be at least 1, got {shuffle_buffer}.")
-    sources = corpus_sources(inputs)
-    if next(_documents(sources), None) is None:
-        raise ValueError("The corpus is empty: no text in the given files, folders or strings.")
-
-    seed = random.SystemRandom().randrange(2**62) if seed is None else int(seed)
-    instance_seed, shuffle_seed, mask_seed = (
-        int(s) for s in np.random.SeedSequence(seed).generate_state(3, np.uint64) >> 1
-    )
     static = masking == "static"
-    copies = dupe_factor if static else 1
-    pad_id = tokenizer.pad_id
-    passes = itertools.count()
+    static_copies = dupe_factor if static else 0
+    instances = _InstanceStream(
+        inputs, tokenizer, objective, sequence_length, shuffle_buffer, seed, static_copies
+    )
+    masker = _ExampleMasker(_masker(objective, tokenizer, max_predictions, whole_word), objective)
+    return masker.batches(instances.dataset(), batch_size, static, repeat)
 
-    def generate():
-        pass_index = next(passes)
-        documents = _tokenized_documents(_documents(sources), tokenizer)
-        segments = _segments(
-            objective, documents, sequence_length, random.Random(instance_seed), tokenizer.sep_id
-        )
 
-        def instances():
-            for index, (tokens_a, tokens_b, label) in enumerate(segments):
-                packed = pack(
-                    tokens_a, tokens_b, sequence_length, tokenizer.cls_id, tokenizer.sep_id, pad_id
-                )
-                for copy in range(copies):
-                    counter = index * copies + copy if static else (pass_index << 40) + index
-                    yield (*packed, label, (mask_seed, counter))
+def _stream_seeds(seed):
+    """Three independent seeds from `seed` (a fresh one when None): instances, shuffling, masks."""
+    seed = random.SystemRandom().randrange(2**62) if seed is None else int(seed)
+    return [int(s) for s in np.random.SeedSequence(seed).generate_state(3, np.uint64) >> 1]
 
-        shuffle_rng = random.Random(f"{shuffle_seed}/{pass_index}")
-        stream = _shuffled(instances(), shuffle_buffer, shuffle_rng)
+
+def _stacked(instances):
+    """One generator yield: a block of `(token_ids, segment_ids, padding_mask, label, seed)`."""
+    token_ids, segment_ids, padding_mask, labels, seeds = zip(*instances)
+    return {
+        "token_ids": np.stack(token_ids),
+        "segment_ids": np.stack(segment_ids),
+        "padding_mask": np.stack(padding_mask),
+        "pair_labels": np.asarray(labels, np.int32),
+        "seed": np.asarray(seeds, np.int64),
+    }
+
+
+class _InstanceStream:
+    """The Python side of the pipeline: packed, shuffled instances, each with its mask seed.
+
+    `tf.data.Dataset.from_generator` calls it once per pass; the passes are
+    counted here, so each dataset object has its own. Dynamic masking
+    (`static_copies=0`) seeds an instance by `(pass, position)`; static
+    masking emits `static_copies` copies seeded by `(instance, copy)`, the
+    same every pass.
+    """
+
+    def __init__(
+        self, inputs, tokenizer, objective, sequence_length, shuffle_buffer, seed, static_copies
+    ):
+        if shuffle_buffer < 1:
+            raise ValueError(f"shuffle_buffer must be at least 1, got {shuffle_buffer}.")
+        sources = corpus_sources(inputs)
+        if next(_documents(sources), None) is None:
+            raise ValueError("The corpus is empty: no text in the given files, folders or strings.")
+        self.sources = sources
+        self.tokenizer = tokenizer
+        self.objective = objective
+        self.sequence_length = sequence_length
+        self.shuffle_buffer = shuffle_buffer
+        self.instance_seed, self.shuffle_seed, self.mask_seed = _stream_seeds(seed)
+        self.static_copies = static_copies
+        self.passes = itertools.count()
+
+    def __call__(self):
+        pass_index = next(self.passes)
+        shuffle_rng = random.Random(f"{self.shuffle_seed}/{pass_index}")
+        stream = _shuffled(self._instances(pass_index), self.shuffle_buffer, shuffle_rng)
         while True:
             block = list(itertools.islice(stream, _BLOCK))
             if not block:
                 return
-            token_ids, segment_ids, padding_mask, labels, seeds = zip(*block)
-            yield {
-                "token_ids": np.stack(token_ids),
-                "segment_ids": np.stack(segment_ids),
-                "padding_mask": np.stack(padding_mask),
-                "pair_labels": np.asarray(labels, np.int32),
-                "seed": np.asarray(seeds, np.int64),
-            }
+            yield _stacked(block)
 
-    rows = tf.TensorSpec((None, sequence_length), tf.int32)
-    dataset = tf.data.Dataset.from_generator(
-        generate,
-        output_signature={
-            "token_ids": rows,
-            "segment_ids": rows,
-            "padding_mask": rows,
-            "pair_labels": tf.TensorSpec((None,), tf.int32),
-            "seed": tf.TensorSpec((None, 2), tf.int64),
-        },
-    ).unbatch()
+    def _instances(self, pass_index):
+        """`(token_ids, segment_ids, padding_mask, label, mask seed)` per copy, in corpus order."""
+        tokenizer, length = self.tokenizer, self.sequence_length
+        documents = _tokenized_documents(_documents(self.sources), tokenizer)
+        rng = random.Random(self.instance_seed)
+        segments = _segments(self.objective, documents, length, rng, tokenizer.sep_id)
+        for index, (tokens_a, tokens_b, label) in enumerate(segments):
+            packed = pack(
+                tokens_a, tokens_b, length, tokenizer.cls_id, tokenizer.sep_id, tokenizer.pad_id
+            )
+            for counter in self._mask_counters(index, pass_index):
+                yield (*packed, label, (self.mask_seed, counter))
 
-    masker = _masker(objective, tokenizer, max_predictions, whole_word)
-    has_pair_labels = objective in ("mlm_nsp", "sop")
+    def _mask_counters(self, index, pass_index):
+        """The second halves of instance `index`'s mask seeds: one per copy, unique in the stream."""
+        if self.static_copies:
+            return range(index * self.static_copies, (index + 1) * self.static_copies)
+        return [(pass_index << 40) + index]
 
-    def mask(example, seed):
-        masked = masker(example["token_ids"], example["padding_mask"], seed=seed)
+    def dataset(self):
+        """The instances as an unbatched `tf.data.Dataset` of dicts."""
+        rows = tf.TensorSpec((None, self.sequence_length), tf.int32)
+        return tf.data.Dataset.from_generator(
+            self,
+            output_signature={
+                "token_ids": rows,
+                "segment_ids": rows,
+                "padding_mask": rows,
+                "pair_labels": tf.TensorSpec((None,), tf.int32),
+                "seed": tf.TensorSpec((None, 2), tf.int64),
+            },
+        ).unbatch()
+
+
+class _ExampleMasker:
+    """The `tf.data` side of the pipeline: masks instances into `(x, y)` and batches them."""
+
+    def __init__(self, masker, objective):
+        self.masker = masker
+        self.with_pair_labels = objective in ("mlm_nsp", "sop")
+
+    def __call__(self, example, seed):
+        masked = self.masker(example["token_ids"], example["padding_mask"], seed=seed)
         x = {
             "token_ids": masked.pop("token_ids"),
             "segment_ids": example["segment_ids"],
@@ -369,19 +413,28 @@ def pretraining_dataset(
         }
         y = {"mask_ids": masked.pop("mask_ids"), "mask_weights": masked.pop("mask_weights")}
         x.update(masked)  # span_left, span_right, span_offsets
-        if has_pair_labels:
+        if self.with_pair_labels:
             y["pair_labels"] = example["pair_labels"]
         return x, y
 
-    parallel = tf.data.AUTOTUNE
-    if static:  # each copy masked by its own seed, before batching
-        dataset = dataset.map(lambda example: mask(example, example["seed"]), parallel)
-    if repeat:
-        dataset = dataset.repeat()
-    dataset = dataset.batch(batch_size, drop_remainder=True)
-    if not static:  # one seed per batch: its first example's, unique to (pass, position)
-        dataset = dataset.map(lambda example: mask(example, example["seed"][0]), parallel)
-    return dataset.prefetch(tf.data.AUTOTUNE)
+    def mask_example(self, example):
+        """Static masking: each example (each copy) by its own seed."""
+        return self(example, example["seed"])
+
+    def mask_batch(self, example):
+        """Dynamic masking: a batch by its first example's seed, unique to (pass, position)."""
+        return self(example, example["seed"][0])
+
+    def batches(self, dataset, batch_size, static, repeat):
+        """`dataset` masked (before batching when `static`, after otherwise) and batched."""
+        if static:
+            dataset = dataset.map(self.mask_example, tf.data.AUTOTUNE)
+        if repeat:
+            dataset = dataset.repeat()
+        dataset = dataset.batch(batch_size, drop_remainder=True)
+        if not static:
+            dataset = dataset.map(self.mask_batch, tf.data.AUTOTUNE)
+        return dataset.prefetch(tf.data.AUTOTUNE)
 
 
 def _masker(objective, tokenizer, max_predictions, whole_word):

@@ -170,6 +170,86 @@ def _demo(model, tokenizer, documents, sequence_length, rng, log):
         log(f"    answer: {answer.lower()}    model: {guesses}")
 
 
+def _check_run(model, objective, steps, batch_size, sequence_length):
+    if objective not in OBJECTIVES:
+        raise ValueError(f"Unknown objective {objective!r}; expected one of {', '.join(OBJECTIVES)}.")
+    if steps < 1 or batch_size < 1:
+        raise ValueError(f"steps and batch size must be positive (received {steps}, {batch_size}).")
+    if model not in PRESETS:
+        build(model)  # raises the unknown-model error, with close matches
+    usable = PRESETS[model]["max_positions"] - PRESETS[model].get("position_offset", 0)
+    if sequence_length > usable:
+        raise ValueError(f"Sequence length {sequence_length} exceeds the {usable} positions of {model}.")
+
+
+def _tokenizer(output, train_documents, vocabulary_size, log):
+    """The WordPiece tokenizer of `output/vocab.txt`, learned from `train_documents` if absent."""
+    from kbert.text import WordPieceTokenizer, learn_word_piece_vocabulary
+
+    vocabulary_path = os.path.join(output, "vocab.txt")
+    if not os.path.exists(vocabulary_path):
+        tokens = learn_word_piece_vocabulary(train_documents, vocabulary_size)
+        with open(vocabulary_path, "w", encoding="utf-8") as f:
+            f.write("\n".join(tokens) + "\n")
+        log(f"Learned a {len(tokens):,}-token WordPiece vocabulary (at most {vocabulary_size:,}) "
+            f"from {len(train_documents)} documents.")
+    return WordPieceTokenizer(vocabulary_path, lowercase=True)
+
+
+def _epochs(steps):
+    """`(epochs, steps_per_epoch)`: whole epochs of `STEPS_PER_EPOCH` steps (the resume unit)."""
+    steps_per_epoch = min(STEPS_PER_EPOCH, steps)
+    return math.ceil(steps / steps_per_epoch), steps_per_epoch
+
+
+def _compiled_pretrainer(model, objective, vocabulary_size, steps, learning_rate):
+    """`(backbone, pretrainer)`: the model sized to the vocabulary, compiled (AdamW, warm-up)."""
+    # Only NSP and SOP read the pooled output; elsewhere a pooler would get no gradient.
+    use_pooler = objective in ("mlm_nsp", "sop")
+    backbone = build(model, vocabulary_size=vocabulary_size, use_pooler=use_pooler)
+    pretrainer = _pretrainer(objective, backbone)
+    pretrainer.compile(
+        optimizer=create_optimizer(
+            "adamw",
+            learning_rate=learning_rate,
+            total_steps=steps,
+            warmup_steps=max(steps // 10, 1),
+        )
+    )
+    return backbone, pretrainer
+
+
+def _held_out_dataset(held_out_documents, seed, data):
+    """`(dataset, batches)`: the held-out documents masked once, cached, and their batch count."""
+    held_out = pretraining_dataset(held_out_documents, seed=seed + 1, masking="static",
+                                   dupe_factor=1, repeat=False, **data)
+    held_out = held_out.cache()
+    batches = sum(1 for _ in held_out)  # evaluate warns on an unsized dataset
+    if not batches:
+        raise ValueError(
+            f"The held-out documents (every {HELD_OUT_EVERY}th) fill no batch of "
+            f"{data['batch_size']} x {data['sequence_length']}; give a larger corpus or a "
+            "smaller batch."
+        )
+    return held_out, batches
+
+
+def _evaluation(pretrainer, held_out, batches, train_documents, tokenizer, log):
+    """Held-out masked-LM loss and accuracy, next to the most-frequent-token baseline."""
+    results = pretrainer.evaluate(held_out, steps=batches, return_dict=True, verbose=0)
+    frequent_token, baseline = _frequency_baseline(train_documents, held_out, tokenizer)
+    evaluation = {
+        "held_out_mlm_loss": float(results["mlm_loss"]),
+        "held_out_mlm_accuracy": float(results["mlm_accuracy"]),
+        "most_frequent_token": frequent_token,
+        "most_frequent_token_accuracy": baseline,
+    }
+    log(f"\nHeld-out masked LM: loss {evaluation['held_out_mlm_loss']:.3f}, accuracy "
+        f"{evaluation['held_out_mlm_accuracy']:.3f} (always predicting {frequent_token!r}: "
+        f"{baseline:.3f})")
+    return evaluation
+
+
 def run_pretraining(
     corpus=None,
     output="runs/pretrain",
@@ -187,70 +267,33 @@ def run_pretraining(
     """Pretrain, evaluate and save; return the metrics dict. See the module docstring.
 
     `steps` is rounded up to whole epochs of `STEPS_PER_EPOCH` steps (the
-    unit that an interrupted run resumes from). `corpus` is what `read_documents` takes (files, folders); `None` uses
-    `default_corpus()`. `callbacks` are extra Keras callbacks for `fit` (for
-    example `keras.callbacks.TensorBoard`); `log` prints the progress lines.
+    unit that an interrupted run resumes from). `corpus` is what
+    `read_documents` takes (files, folders); `None` uses `default_corpus()`.
+    `callbacks` are extra Keras callbacks for `fit` (for example
+    `keras.callbacks.TensorBoard`); `log` prints the progress lines.
     Raises `ValueError` for bad input (unknown model or objective, missing
     corpus path, empty corpus, sequence length over the model's positions).
 
     Example: `run_pretraining(model="bert_tiny", steps=20, output="runs/tiny")`
     returns `{"held_out_mlm_accuracy": ..., "most_frequent_token_accuracy": ..., ...}`.
     """
-    from kbert.text import WordPieceTokenizer, learn_word_piece_vocabulary
-
-    if objective not in OBJECTIVES:
-        raise ValueError(f"Unknown objective {objective!r}; expected one of {', '.join(OBJECTIVES)}.")
-    if steps < 1 or batch_size < 1:
-        raise ValueError(f"steps and batch size must be positive (received {steps}, {batch_size}).")
-    if model not in PRESETS:
-        build(model)  # raises the unknown-model error, with close matches
-    usable = PRESETS[model]["max_positions"] - PRESETS[model].get("position_offset", 0)
-    if sequence_length > usable:
-        raise ValueError(f"Sequence length {sequence_length} exceeds the {usable} positions of {model}.")
+    _check_run(model, objective, steps, batch_size, sequence_length)
     start = time.time()
     keras.utils.set_random_seed(seed)
     documents = default_corpus() if not corpus else ["\n".join(d) for d in read_documents(corpus)]
     train_documents, held_out_documents = _split(documents)
     os.makedirs(output, exist_ok=True)
-
-    vocabulary_path = os.path.join(output, "vocab.txt")
-    if not os.path.exists(vocabulary_path):
-        tokens = learn_word_piece_vocabulary(train_documents, vocabulary_size)
-        with open(vocabulary_path, "w", encoding="utf-8") as f:
-            f.write("\n".join(tokens) + "\n")
-        log(f"Learned a {len(tokens):,}-token WordPiece vocabulary (at most {vocabulary_size:,}) "
-            f"from {len(train_documents)} documents.")
-    tokenizer = WordPieceTokenizer(vocabulary_path, lowercase=True)
-
-    # Only NSP and SOP read the pooled output; elsewhere a pooler would get no gradient.
-    use_pooler = objective in ("mlm_nsp", "sop")
-    backbone = build(model, vocabulary_size=tokenizer.vocabulary_size, use_pooler=use_pooler)
-    pretrainer = _pretrainer(objective, backbone)
-    # Whole epochs of STEPS_PER_EPOCH steps: the unit of the resume backup.
-    steps_per_epoch = min(STEPS_PER_EPOCH, steps)
-    epochs = math.ceil(steps / steps_per_epoch)
+    tokenizer = _tokenizer(output, train_documents, vocabulary_size, log)
+    epochs, steps_per_epoch = _epochs(steps)
     steps = epochs * steps_per_epoch
-    pretrainer.compile(
-        optimizer=create_optimizer(
-            "adamw",
-            learning_rate=learning_rate,
-            total_steps=steps,
-            warmup_steps=max(steps // 10, 1),
-        )
+    backbone, pretrainer = _compiled_pretrainer(
+        model, objective, tokenizer.vocabulary_size, steps, learning_rate
     )
 
     data = dict(tokenizer=tokenizer, objective=objective, sequence_length=sequence_length,
                 batch_size=batch_size)
     train = pretraining_dataset(train_documents, seed=seed, **data)
-    held_out = pretraining_dataset(held_out_documents, seed=seed + 1, masking="static",
-                                   dupe_factor=1, repeat=False, **data)
-    held_out = held_out.cache()
-    held_out_batches = sum(1 for _ in held_out)  # evaluate warns on an unsized dataset
-    if not held_out_batches:
-        raise ValueError(
-            f"The held-out documents (every {HELD_OUT_EVERY}th) fill no batch of "
-            f"{batch_size} x {sequence_length}; give a larger corpus or a smaller batch."
-        )
+    held_out, held_out_batches = _held_out_dataset(held_out_documents, seed, data)
     log(f"Pretraining {model} ({backbone.count_params():,} parameters) with {objective} "
         f"for {steps} steps of {batch_size} x {sequence_length} on {keras.backend.backend()} ...")
     pretrainer.fit(
@@ -262,8 +305,6 @@ def run_pretraining(
         verbose=1 if log is print else 2,
     )
 
-    results = pretrainer.evaluate(held_out, steps=held_out_batches, return_dict=True, verbose=0)
-    frequent_token, baseline = _frequency_baseline(train_documents, held_out, tokenizer)
     metrics = {
         "backend": keras.backend.backend(),
         "model": model,
@@ -272,16 +313,9 @@ def run_pretraining(
         "batch_size": batch_size,
         "sequence_length": sequence_length,
         "vocabulary_size": tokenizer.vocabulary_size,
-        "held_out_mlm_loss": float(results["mlm_loss"]),
-        "held_out_mlm_accuracy": float(results["mlm_accuracy"]),
-        "most_frequent_token": frequent_token,
-        "most_frequent_token_accuracy": baseline,
+        **_evaluation(pretrainer, held_out, held_out_batches, train_documents, tokenizer, log),
         "wall_time_seconds": round(time.time() - start, 1),
     }
-    log(f"\nHeld-out masked LM: loss {metrics['held_out_mlm_loss']:.3f}, accuracy "
-        f"{metrics['held_out_mlm_accuracy']:.3f} (always predicting {frequent_token!r}: "
-        f"{baseline:.3f})")
-
     pretrainer.save(os.path.join(output, "model.keras"))
     with open(os.path.join(output, "metrics.json"), "w") as f:
         json.dump(metrics, f, indent=2)

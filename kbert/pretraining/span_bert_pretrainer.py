@@ -1,23 +1,18 @@
 """SpanBERT pretraining: masked LM plus the span boundary objective, no NSP."""
 
 import keras
-from keras import ops
 
 from kbert.backend_utils import scale_loss_for_replicas
 from kbert.layers.span_boundary_head import SpanBoundaryHead
-from kbert.pretraining.bert_pretrainer import (
-    MASKED_LM_INPUTS,
-    backbone_inputs,
-    masked_lm_head_for,
-    require_keys,
-    weighted_cross_entropy,
-)
+from kbert.pretraining.bert_pretrainer import MASKED_LM_INPUTS, masked_lm_head_for, masked_lm_loss
+from kbert.pretraining.objective_metrics import add_objective_metrics
+from kbert.tasks.task import Task, backbone_inputs, require_keys
 
 SPAN_INPUTS = MASKED_LM_INPUTS + ("span_left", "span_right", "span_offsets")
 
 
 @keras.saving.register_keras_serializable(package="kbert")
-class SpanBertPretrainer(keras.Model):
+class SpanBertPretrainer(Task):
     """A backbone with SpanBERT's heads: masked LM and span boundary objective (SBO).
 
     Both heads are tied to `backbone.token_embedding`: the masked-LM head as in
@@ -83,10 +78,8 @@ class SpanBertPretrainer(keras.Model):
             dtype=backbone.dtype_policy,
             name="sbo_head",
         )
-        self.mlm_loss_tracker = keras.metrics.Mean(name="mlm_loss")
-        self.mlm_accuracy = keras.metrics.SparseCategoricalAccuracy(name="mlm_accuracy")
-        self.sbo_loss_tracker = keras.metrics.Mean(name="sbo_loss")
-        self.sbo_accuracy = keras.metrics.SparseCategoricalAccuracy(name="sbo_accuracy")
+        add_objective_metrics(self, "mlm")
+        add_objective_metrics(self, "sbo")
         self.build()
 
     def build(self, input_shape=None):
@@ -109,28 +102,6 @@ class SpanBertPretrainer(keras.Model):
     def compute_loss(self, x=None, y=None, y_pred=None, sample_weight=None, training=True):
         """`L_MLM + L_SBO` in float32; `sample_weight` is unused (weights come from `y`)."""
         require_keys(y, ("mask_ids", "mask_weights"), "targets", "SpanBertPretrainer")
-        labels, weights = y["mask_ids"], y["mask_weights"]
-        mlm_logits = ops.cast(y_pred["mlm_logits"], "float32")
-        sbo_logits = ops.cast(y_pred["sbo_logits"], "float32")
-        mlm_loss = weighted_cross_entropy(labels, mlm_logits, weights)
-        sbo_loss = weighted_cross_entropy(labels, sbo_logits, weights)
-        self.mlm_loss_tracker.update_state(mlm_loss)
-        self.mlm_accuracy.update_state(labels, mlm_logits, sample_weight=weights)
-        self.sbo_loss_tracker.update_state(sbo_loss)
-        self.sbo_accuracy.update_state(labels, sbo_logits, sample_weight=weights)
+        mlm_loss = masked_lm_loss(self, y, y_pred["mlm_logits"])
+        sbo_loss = masked_lm_loss(self, y, y_pred["sbo_logits"], objective="sbo")
         return scale_loss_for_replicas(mlm_loss + sbo_loss)
-
-    def get_config(self):
-        return {
-            "name": self.name,
-            "trainable": self.trainable,
-            "backbone": keras.saving.serialize_keras_object(self.backbone),
-            "max_span_length": self.max_span_length,
-            "position_embedding_dim": self.position_embedding_dim,
-        }
-
-    @classmethod
-    def from_config(cls, config):
-        config = dict(config)
-        config["backbone"] = keras.saving.deserialize_keras_object(config["backbone"])
-        return cls(**config)

@@ -146,7 +146,7 @@ class SpanCorruption:
         }
 
     def dataset(self, token_ids, batch_size, seed=0, shuffle=True):
-        """A `tf.data` pipeline for `T5.fit`: `(model inputs, targets)` batches.
+        """A `tf.data` pipeline for `kbert.tasks.Seq2SeqLM.fit`: `(model inputs, targets)` batches.
 
         `token_ids` (a flat list or array of the corpus's ids, documents joined
         by EOS) is cut into `raw_length` chunks (the remainder dropped), each

@@ -3,7 +3,7 @@
 import numpy as np
 
 from kbert.backend_utils import lazy_import
-from kbert.pretraining.masked_lm_masker import _Masker, prediction_slots, word_indices
+from kbert.pretraining.masker import Masker, prediction_slots, word_indices
 
 tf = lazy_import("tensorflow")
 
@@ -13,7 +13,7 @@ tf = lazy_import("tensorflow")
 MAX_SPAN_OFFSET = 14
 
 
-class SpanMasker(_Masker):
+class SpanMasker(Masker):
     """Masks contiguous spans of whole words (SpanBERT) and marks each span's boundary.
 
     Per sequence, until `n = min(max_predictions, ceil(mask_rate · length))`
@@ -41,13 +41,13 @@ class SpanMasker(_Masker):
     output shapes. Seeds work as in `MaskedLMMasker`.
 
     Args:
-        vocabulary_size, mask_token_id, special_token_ids, mask_rate,
-        max_predictions, mask_token_rate, random_token_rate, seed: as in
-            `MaskedLMMasker`.
-        continuation_mask: bool per vocabulary id, True for `##` pieces, which
-            belong to the word before them; `None`: every token is a word.
+        vocabulary_size, mask_token_id, special_token_ids: as in `Masker`.
         geometric_p: parameter of the span-length distribution.
         max_span_length: longest span, in words.
+        **options: `mask_rate`, `max_predictions`, `mask_token_rate`,
+            `random_token_rate`, `seed` as in `Masker`, and
+            `continuation_mask`: bool per vocabulary id, True for `##` pieces,
+            which belong to the word before them; `None`: every token is a word.
 
     Call arguments:
         token_ids, padding_mask, seed: as in `MaskedLMMasker`.
@@ -74,26 +74,12 @@ class SpanMasker(_Masker):
         vocabulary_size,
         mask_token_id,
         special_token_ids,
-        mask_rate=0.15,
-        max_predictions=20,
-        mask_token_rate=0.8,
-        random_token_rate=0.1,
-        continuation_mask=None,
+        *,
         geometric_p=0.2,
         max_span_length=10,
-        seed=None,
+        **options,
     ):
-        super().__init__(
-            vocabulary_size,
-            mask_token_id,
-            special_token_ids,
-            mask_rate,
-            max_predictions,
-            mask_token_rate,
-            random_token_rate,
-            continuation_mask,
-            seed,
-        )
+        super().__init__(vocabulary_size, mask_token_id, special_token_ids, **options)
         if not 0.0 < geometric_p <= 1.0:
             raise ValueError(f"geometric_p must be in (0, 1], got {geometric_p}.")
         if max_span_length < 1:
@@ -107,91 +93,122 @@ class SpanMasker(_Masker):
 
     def _mask_batch(self, token_ids, padding_mask, seed):
         seed = tf.cast(seed, tf.int64)
-        shape = tf.shape(token_ids)
-        batch, length = shape[0], shape[1]
         real, candidate = self._candidates(token_ids, padding_mask)
         real_length = tf.reduce_sum(tf.cast(real, tf.float64), axis=1)
         budget = tf.cast(tf.math.ceil(real_length * self.mask_rate), tf.int32)
         budget = tf.minimum(budget, self.max_predictions)
-
-        positions = tf.broadcast_to(tf.range(length)[None, :], shape)
-        word_index = word_indices(token_ids, candidate, self.continuation_mask)
-        word_begin, word_last = _segment_bounds(positions, word_index, tf.ones_like(candidate))
-        word_size = word_last - word_begin + 1
-        log_probabilities = tf.math.log(
-            tf.constant(self.span_length_probabilities, tf.float32)[None, :]
+        spans = _SpanDraws(
+            token_ids, candidate, budget, self.continuation_mask, self.span_length_probabilities
         )
+        masked, span_draw = spans.draw(seed, self.max_predictions)
+        random_id_seed = tf.random.experimental.stateless_fold_in(seed, -1)
+        outputs = prediction_slots(token_ids, masked, self.max_predictions)
+        outputs["token_ids"] = self._corrupt(token_ids, masked, span_draw, random_id_seed)
+        outputs.update(
+            _boundary_targets(masked, outputs["mask_positions"], outputs["mask_weights"] > 0)
+        )
+        return outputs
 
-        def body(step, masked, count, span_draw, active):
-            anchor_seed, length_seed, draw_seed = tf.unstack(
-                tf.random.experimental.stateless_split(
-                    tf.random.experimental.stateless_fold_in(seed, step), 3
-                )
-            )
-            remaining = budget - count
-            eligible = candidate & ~masked & (word_size <= remaining[:, None])
-            active = tf.reduce_any(eligible, axis=1)
-            # Uniform anchor among the eligible positions: the argmax of uniform scores.
-            scores = tf.random.stateless_uniform(shape, anchor_seed)
-            anchor = tf.argmax(tf.where(eligible, scores, -1.0), axis=1, output_type=tf.int32)
-            words = tf.random.stateless_categorical(
-                tf.tile(log_probabilities, [batch, 1]), 1, length_seed, dtype=tf.int32
-            )[:, 0] + 1
-            begin = tf.gather(word_begin, anchor, batch_dims=1)[:, None]
-            first_word = tf.gather(word_index, anchor, batch_dims=1)[:, None]
-            blocked = (~candidate | masked) & (positions >= begin)
-            stop = tf.reduce_min(tf.where(blocked, positions, length), axis=1, keepdims=True)
-            # A prefix of whole words from `begin`: each condition holds on a prefix.
-            in_span = (
-                active[:, None]
-                & (positions >= begin)
-                & (positions < stop)
-                & (word_index < first_word + words[:, None])
-                & (word_last + 1 - begin <= remaining[:, None])
-            )
-            draw = tf.random.stateless_uniform([batch, 1], draw_seed)
-            updated = (
-                masked | in_span,
-                count + tf.reduce_sum(tf.cast(in_span, tf.int32), axis=1),
-                tf.where(in_span, draw, span_draw),
-                active,
-            )
-            for new, old in zip(updated, (masked, count, span_draw, active)):
-                new.set_shape(old.shape)  # the random draws lose the static batch size
-            return (step + 1, *updated)
 
+class _SpanDraws:
+    """The span loop of one batch: one span per row per step until the budgets are spent.
+
+    Holds what every step reads (candidates, budgets, word bounds); `draw`
+    runs the `tf.while_loop` over `step`, whose random draws come from the
+    seed folded with the step number.
+    """
+
+    def __init__(self, token_ids, candidate, budget, continuation_mask, length_probabilities):
+        self.shape = tf.shape(token_ids)
+        self.batch, self.length = self.shape[0], self.shape[1]
+        self.candidate = candidate
+        self.budget = budget
+        self.positions = tf.broadcast_to(tf.range(self.length)[None, :], self.shape)
+        self.word_index = word_indices(token_ids, candidate, continuation_mask)
+        self.word_begin, self.word_last = _segment_bounds(
+            self.positions, self.word_index, tf.ones_like(candidate)
+        )
+        self.word_size = self.word_last - self.word_begin + 1
+        self.log_probabilities = tf.math.log(tf.constant(length_probabilities, tf.float32)[None, :])
+
+    def draw(self, seed, max_predictions):
+        """`(masked, span_draw)`: bool `(B, L)` and each masked token's span-wide uniform draw."""
         # Each iteration masks at least one token in every active row, so at
         # most `max_predictions` iterations do work; the last one finds none active.
         _, masked, _, span_draw, _ = tf.while_loop(
             lambda step, masked, count, span_draw, active: tf.reduce_any(active),
-            body,
+            lambda *state: self.step(seed, *state),
             (
                 tf.constant(0, tf.int64),
-                tf.zeros(shape, tf.bool),
-                tf.zeros([batch], tf.int32),
-                tf.ones(shape, tf.float32),
-                tf.ones([batch], tf.bool),
+                tf.zeros(self.shape, tf.bool),
+                tf.zeros([self.batch], tf.int32),
+                tf.ones(self.shape, tf.float32),
+                tf.ones([self.batch], tf.bool),
             ),
-            maximum_iterations=self.max_predictions + 1,
+            maximum_iterations=max_predictions + 1,
         )
-        random_id_seed = tf.random.experimental.stateless_fold_in(seed, -1)
-        outputs = prediction_slots(token_ids, masked, self.max_predictions)
-        outputs["token_ids"] = self._corrupt(token_ids, masked, span_draw, random_id_seed)
+        return masked, span_draw
 
-        # Runs of consecutive masked positions (merged spans) and their bounds.
-        run_start = masked & ~tf.pad(masked[:, :-1], [[0, 0], [1, 0]])
-        run_index = tf.cumsum(tf.cast(run_start, tf.int32), axis=1) - 1
-        run_begin, run_last = _segment_bounds(positions, run_index, masked)
-        slots = outputs["mask_positions"]
-        valid = outputs["mask_weights"] > 0
+    def step(self, seed, step, masked, count, span_draw, active):
+        """Mask one more span in every row that still has an eligible word."""
+        anchor_seed, length_seed, draw_seed = tf.unstack(
+            tf.random.experimental.stateless_split(
+                tf.random.experimental.stateless_fold_in(seed, step), 3
+            )
+        )
+        positions, word_index = self.positions, self.word_index
+        remaining = self.budget - count
+        eligible = self.candidate & ~masked & (self.word_size <= remaining[:, None])
+        active = tf.reduce_any(eligible, axis=1)
+        # Uniform anchor among the eligible positions: the argmax of uniform scores.
+        scores = tf.random.stateless_uniform(self.shape, anchor_seed)
+        anchor = tf.argmax(tf.where(eligible, scores, -1.0), axis=1, output_type=tf.int32)
+        words = tf.random.stateless_categorical(
+            tf.tile(self.log_probabilities, [self.batch, 1]), 1, length_seed, dtype=tf.int32
+        )[:, 0] + 1
+        begin = tf.gather(self.word_begin, anchor, batch_dims=1)[:, None]
+        first_word = tf.gather(word_index, anchor, batch_dims=1)[:, None]
+        blocked = (~self.candidate | masked) & (positions >= begin)
+        stop = tf.reduce_min(tf.where(blocked, positions, self.length), axis=1, keepdims=True)
+        # A prefix of whole words from `begin`: each condition holds on a prefix.
+        in_span = (
+            active[:, None]
+            & (positions >= begin)
+            & (positions < stop)
+            & (word_index < first_word + words[:, None])
+            & (self.word_last + 1 - begin <= remaining[:, None])
+        )
+        draw = tf.random.stateless_uniform([self.batch, 1], draw_seed)
+        updated = (
+            masked | in_span,
+            count + tf.reduce_sum(tf.cast(in_span, tf.int32), axis=1),
+            tf.where(in_span, draw, span_draw),
+            active,
+        )
+        for new, old in zip(updated, (masked, count, span_draw, active)):
+            new.set_shape(old.shape)  # the random draws lose the static batch size
+        return (step + 1, *updated)
 
-        def at_slots(values):
-            return tf.where(valid, tf.gather(values, slots, batch_dims=1), 0)
 
-        outputs["span_left"] = at_slots(tf.maximum(run_begin - 1, 0))
-        outputs["span_right"] = at_slots(tf.minimum(run_last + 1, length - 1))
-        outputs["span_offsets"] = at_slots(tf.minimum(positions - run_begin, MAX_SPAN_OFFSET))
-        return outputs
+def _boundary_targets(masked, slots, valid):
+    """`span_left`, `span_right`, `span_offsets` at the prediction `slots` (0 where not `valid`).
+
+    Runs of consecutive masked positions are the spans (touching spans merge).
+    """
+    length = tf.shape(masked)[1]
+    positions = tf.broadcast_to(tf.range(length)[None, :], tf.shape(masked))
+    run_start = masked & ~tf.pad(masked[:, :-1], [[0, 0], [1, 0]])
+    run_index = tf.cumsum(tf.cast(run_start, tf.int32), axis=1) - 1
+    run_begin, run_last = _segment_bounds(positions, run_index, masked)
+    bounds = {
+        "span_left": tf.maximum(run_begin - 1, 0),
+        "span_right": tf.minimum(run_last + 1, length - 1),
+        "span_offsets": tf.minimum(positions - run_begin, MAX_SPAN_OFFSET),
+    }
+    return {
+        name: tf.where(valid, tf.gather(values, slots, batch_dims=1), 0)
+        for name, values in bounds.items()
+    }
 
 
 def _segment_bounds(positions, segment_index, member):

@@ -1,5 +1,17 @@
 """Models that wrap a backbone with heads and a loss, for fine-tuning and generation."""
 
+from kbert.tasks.multiple_choice import MultipleChoice
+from kbert.tasks.seq2seq_lm import Seq2SeqLM
+from kbert.tasks.span_question_answering import SpanQuestionAnswering
 from kbert.tasks.task import Task
+from kbert.tasks.text_classifier import TextClassifier
+from kbert.tasks.token_classifier import TokenClassifier
 
-__all__ = ["Task"]
+__all__ = [
+    "MultipleChoice",
+    "Seq2SeqLM",
+    "SpanQuestionAnswering",
+    "Task",
+    "TextClassifier",
+    "TokenClassifier",
+]

@@ -288,6 +288,8 @@ def _metric(name, labels, predictions):
         return float(metrics.accuracy_score(labels, predictions))
     if name == "f1":
         return float(metrics.f1_score(labels, predictions, pos_label=1, average="binary"))
+    if name == "macro_f1":
+        return float(metrics.f1_score(labels, predictions, average="macro"))
     return float(metrics.matthews_corrcoef(labels, predictions))
 
 
@@ -295,14 +297,15 @@ def glue_scores(labels, predictions, metrics):
     """GLUE metrics from scikit-learn and scipy, as plain Python floats under their names.
 
     `accuracy` and `matthews_correlation` take class ids; `f1` is binary F1 of
-    class 1 (MRPC, QQP); `pearson` and `spearman` take real scores (STS-B), and
+    class 1 (MRPC, QQP), `macro_f1` the mean F1 over the classes (for more
+    than two classes); `pearson` and `spearman` take real scores (STS-B), and
     are NaN, with scipy's warning, when either side is constant.
 
     Args:
         labels: 1-D sequence of gold class ids or scores.
         predictions: 1-D sequence of predicted class ids (the argmax of the
             logits) or scores, as many as `labels`.
-        metrics: names among `accuracy`, `f1`, `matthews_correlation`,
+        metrics: names among `accuracy`, `f1`, `macro_f1`, `matthews_correlation`,
             `pearson` and `spearman`; `GLUE_METRICS[task]` names a task's.
 
     Example:
@@ -311,7 +314,7 @@ def glue_scores(labels, predictions, metrics):
     >>> glue_scores([0.5, 2.0, 4.5], [1.0, 2.0, 3.0], ("spearman",))
     {'spearman': 1.0}
     """
-    known = ("accuracy", "f1", "matthews_correlation", "pearson", "spearman")
+    known = ("accuracy", "f1", "macro_f1", "matthews_correlation", "pearson", "spearman")
     if isinstance(metrics, str) or not all(name in known for name in metrics):
         raise ValueError(f"`metrics` must be a sequence of names among {known} "
                          f"(e.g. GLUE_METRICS['mrpc']), got {metrics!r}.")

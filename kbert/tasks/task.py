@@ -1,6 +1,11 @@
-"""The base class of kbert's models that wrap a backbone: pretrainers and fine-tuning tasks."""
+"""The base class of kbert's models that wrap a backbone: pretrainers and fine-tuning tasks.
+
+Beside `Task`, the input handling they all share: `require_keys` checks a dict
+of inputs or targets, `backbone_inputs` picks the backbone's entries from it.
+"""
 
 import keras
+from keras import ops
 
 from kbert.serialization import attribute_config, deserialize_arguments
 
@@ -39,3 +44,36 @@ class Task(keras.Model):
     @classmethod
     def from_config(cls, config):
         return cls(**deserialize_arguments(config))
+
+
+def require_keys(mapping, keys, what, owner):
+    """Raise a `ValueError` naming the missing entries when `mapping` lacks any of `keys`.
+
+    >>> require_keys({"a": 1}, ("a",), "inputs", "Model")
+    """
+    if not isinstance(mapping, dict):
+        raise ValueError(
+            f"{owner} expects {what} as a dict with keys {list(keys)}; "
+            f"received {type(mapping).__name__}."
+        )
+    missing = [key for key in keys if key not in mapping]
+    if missing:
+        raise ValueError(f"{owner} {what} lack {missing}; received keys {sorted(mapping)}.")
+
+
+def backbone_inputs(backbone, inputs):
+    """The entries of `inputs` that `backbone` takes; missing `segment_ids` become zeros.
+
+    >>> import kbert
+    >>> backbone = kbert.models.Encoder(vocabulary_size=10, num_layers=1, num_heads=1,
+    ...     hidden_dim=4, intermediate_dim=4, max_positions=8, num_segments=0)
+    >>> sorted(backbone_inputs(backbone, {"token_ids": 1, "padding_mask": 1, "mask_positions": 0}))
+    ['padding_mask', 'token_ids']
+    """
+    selected = {}
+    for name in backbone.input:
+        if name == "segment_ids" and name not in inputs:
+            selected[name] = ops.zeros_like(inputs["token_ids"])
+        else:
+            selected[name] = inputs[name]
+    return selected

@@ -10,6 +10,7 @@ import io
 import os
 
 from kbert.backend_utils import lazy_import
+from kbert.text.character_offsets import character_offsets
 
 tf = lazy_import("tensorflow")
 tf_text = lazy_import("tensorflow_text")
@@ -23,11 +24,14 @@ def train_sentence_piece(
     end_id=1,
     unknown_id=2,
     character_coverage=1.0,
+    control_symbols=(),
 ):
     """Train a SentencePiece model on an iterable of sentences; returns the model bytes.
 
-    The ids follow T5: pad 0, EOS 1, unknown 2, no BOS. Save the bytes as a
-    `.model` file or pass them to `SentencePieceTokenizer` directly.
+    The ids follow T5: pad 0, EOS 1, unknown 2, no BOS; `control_symbols`
+    (e.g. ALBERT's `("[CLS]", "[SEP]")`) come next, pieces that text never
+    produces. Save the bytes as a `.model` file or pass them to
+    `SentencePieceTokenizer` directly.
 
     Example:
     ```python
@@ -51,6 +55,7 @@ def train_sentence_piece(
         bos_id=-1,
         character_coverage=character_coverage,
         hard_vocab_limit=False,
+        control_symbols=list(control_symbols),
         minloglevel=2,
     )
     return buffer.getvalue()
@@ -64,7 +69,9 @@ class SentencePieceTokenizer:
         add_end: append the EOS id to every tokenized text (T5 inputs end with it).
 
     Attributes:
-        vocabulary_size, pad_id, end_id, unknown_id.
+        vocabulary_size, pad_id, end_id, unknown_id; `cls_id` and `sep_id`,
+        the ids of the pieces `[CLS]` and `[SEP]` (ALBERT's models have them,
+        T5's do not: then `None`).
 
     Example:
     ```python
@@ -85,14 +92,62 @@ class SentencePieceTokenizer:
             raise ValueError("model must be a .model file path or the model's bytes.")
         self.model = model
         self.add_end = bool(add_end)
-        self._tokenizer = tf_text.SentencepieceTokenizer(model=model, out_type=tf.int32, add_eos=add_end)
+        self._tokenizer = tf_text.SentencepieceTokenizer(
+            model=model, out_type=tf.int32, add_eos=add_end
+        )
         self.vocabulary_size = int(self._tokenizer.vocab_size())
         ids = self._tokenizer.string_to_id(["<pad>", "</s>", "<unk>"]).numpy().tolist()
         self.pad_id, self.end_id, self.unknown_id = ids
+        self.cls_id, self.sep_id = (self._piece_id(piece) for piece in ("[CLS]", "[SEP]"))
+
+    def _piece_id(self, piece):
+        """The id of `piece`, or `None` when the model has no such piece."""
+        piece_id = int(self._tokenizer.string_to_id(piece))
+        found = self._tokenizer.id_to_string(piece_id).numpy().decode() == piece
+        return piece_id if found else None
 
     def tokenize(self, texts):
         """Strings (scalar or batch) to int32 ids (a `tf.RaggedTensor` for a batch)."""
         return self._tokenizer.tokenize(texts)
+
+    def tokenize_with_offsets(self, texts):
+        """Token ids, and the character span of each token in the original text.
+
+        The span `[start, end)` counts characters (code points, as Python's
+        `str` indexing). The white space a piece's `▁` stands for is left
+        out of its span, so a piece spans the characters it covers, and a
+        piece that is only `▁` spans nothing (an empty span where the next
+        word starts); the end token (with `add_end`) has an empty span at the
+        end of the text.
+
+        Args:
+            texts: `tf.string` tensor of shape `(n,)`, or a scalar.
+
+        Returns:
+            `(ids, starts, ends)`: int32 `tf.RaggedTensor`s of shape `(n, None)`
+            (1-D tensors for a scalar input).
+        """
+        texts = tf.convert_to_tensor(texts)
+        rank = texts.shape.rank
+        if texts.dtype != tf.string or rank not in (0, 1):
+            raise ValueError(
+                "`tokenize_with_offsets` takes a scalar string or a 1-D batch of strings. "
+                f"Received dtype {texts.dtype.name} and shape {texts.shape}."
+            )
+        texts = tf.reshape(texts, [-1])
+        ids, starts, ends = self._tokenizer.tokenize_with_offsets(texts)
+        text = tf.gather(texts, ids.value_rowids())
+        is_end = tf.equal(ids.flat_values, self.end_id)
+        ends = tf.where(is_end, tf.cast(tf.strings.length(text), tf.int64), ends.flat_values)
+        starts = tf.where(is_end, ends, starts.flat_values)
+        piece = tf.strings.substr(text, starts, ends - starts)
+        unspaced = tf.strings.regex_replace(piece, r"^[\s\p{Z}]+", "")
+        starts = ends - tf.cast(tf.strings.length(unspaced), tf.int64)
+        starts = character_offsets(texts, ids.with_flat_values(starts))
+        ends = character_offsets(texts, ids.with_flat_values(ends))
+        if rank == 0:
+            return ids[0], starts[0], ends[0]
+        return ids, starts, ends
 
     def detokenize(self, ids):
         """Ids back to strings; pad and EOS ids are dropped."""

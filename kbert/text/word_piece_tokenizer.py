@@ -44,6 +44,7 @@ import re
 import numpy as np
 
 from kbert.backend_utils import quiet_import
+from kbert.text.character_offsets import character_offsets
 
 tf = quiet_import("tensorflow")
 tf_text = quiet_import("tensorflow_text")
@@ -65,6 +66,10 @@ _SPECIAL_TOKENS = {
     "mask_id": "[MASK]",
 }
 _CONTINUATION = "##"
+
+
+def _byte_length(strings):
+    return tf.cast(tf.strings.length(strings), tf.int64)
 
 
 def _read_vocabulary(vocabulary):
@@ -203,22 +208,9 @@ class WordPieceTokenizer:
         with open(path, "w", encoding="utf-8") as f:
             f.write("".join(token + "\n" for token in self._tokens))
 
-    def split_words(self, strings):
-        """BERT's basic tokenization (steps 0-5 of the module docstring), graph-safe.
-
-        Args:
-            strings: `tf.string` tensor of shape `(n,)`.
-
-        Returns:
-            `tf.RaggedTensor` of words, shape `(n, None)`.
-        """
-        # `regex_split` stops at U+0000; it is deleted below anyway, like U+0001.
-        strings = tf.strings.regex_replace(strings, r"\x00", "\x01")
-        # Special tokens in the raw text are words of their own, left as they are.
-        chunks = tf_text.regex_split(strings, self._special, self._special)
-        text = chunks.flat_values
-        is_special = tf.strings.regex_full_match(text, self._special)
-        text = tf.where(is_special, "", text)
+    def _normalize(self, text):
+        """Steps 1, 3 and 4 (delete control characters, strip accents, lower-case) on a
+        flat `tf.string` tensor; each step maps every character on its own."""
         text = tf.strings.regex_replace(text, _CONTROL, "")
         if self.strip_accents:
             text = tf_text.normalize_utf8(text, "NFD")
@@ -228,12 +220,55 @@ class WordPieceTokenizer:
             # character on its own, which always gives "σ".
             text = tf.strings.regex_replace(text, "Σ", "σ")
             text = tf.strings.lower(text, encoding="utf-8")
-        words = tf_text.regex_split(text, self._separate, self._keep)
-        special_words = tf.RaggedTensor.from_row_lengths(
-            tf.boolean_mask(chunks.flat_values, is_special), tf.cast(is_special, tf.int64)
-        )
-        words = tf.concat([words, special_words], axis=1)
+        return text
+
+    def _special_chunks(self, strings):
+        """`(chunks, is_special, starts)`: the strings cut around special tokens (step 0).
+
+        `chunks` is a `tf.RaggedTensor` `(n, None)`; `is_special` and `starts`
+        (byte offsets into the strings) are flat, one entry per chunk.
+        """
+        # `regex_split` stops at U+0000; it is deleted by `_normalize` anyway, like U+0001.
+        strings = tf.strings.regex_replace(strings, r"\x00", "\x01")
+        chunks, starts, _ = tf_text.regex_split_with_offsets(strings, self._special, self._special)
+        is_special = tf.strings.regex_full_match(chunks.flat_values, self._special)
+        return chunks, is_special, starts.flat_values
+
+    def split_words(self, strings):
+        """BERT's basic tokenization (steps 0-5 of the module docstring), graph-safe.
+
+        Args:
+            strings: `tf.string` tensor of shape `(n,)`.
+
+        Returns:
+            `tf.RaggedTensor` of words, shape `(n, None)`.
+        """
+        chunks, is_special, _ = self._special_chunks(strings)
+        # Special tokens in the raw text are words of their own, left as they are.
+        text = tf.where(is_special, chunks.flat_values, self._normalize(chunks.flat_values))
+        words, _ = self._words_with_offsets(text, is_special)
         return chunks.with_flat_values(words).merge_dims(1, 2)
+
+    def _flat_strings(self, strings):
+        """`(strings as a 1-D tf.string tensor, input rank)`, checked."""
+        strings = tf.convert_to_tensor(strings)
+        if strings.dtype != tf.string:
+            raise ValueError(f"`tokenize` takes strings. Received dtype {strings.dtype.name}.")
+        rank = strings.shape.rank
+        if rank not in (0, 1):
+            raise ValueError(
+                "`tokenize` takes a scalar or a 1-D batch of strings. "
+                f"Received shape {strings.shape}."
+            )
+        return tf.reshape(strings, [-1]), rank
+
+    def _unknown_if_too_long(self, words):
+        """`(words, too_long)`: ragged words with those over `max_chars_per_word`
+        (special tokens aside) replaced by the unknown token, and the flat bool mask."""
+        flat = words.flat_values
+        too_long = tf.strings.length(flat, unit="UTF8_CHAR") > self.max_chars_per_word
+        too_long &= ~tf.strings.regex_full_match(flat, self._special)
+        return words.with_flat_values(tf.where(too_long, self.unknown_token, flat)), too_long
 
     def tokenize(self, strings):
         """Token ids of strings, with TensorFlow ops only (usable in `tf.data.Dataset.map`).
@@ -246,22 +281,92 @@ class WordPieceTokenizer:
             int32 `tf.RaggedTensor` of shape `(n, None)`; a 1-D int32 tensor for
             a scalar input.
         """
-        strings = tf.convert_to_tensor(strings)
-        if strings.dtype != tf.string:
-            raise ValueError(f"`tokenize` takes strings. Received dtype {strings.dtype.name}.")
-        rank = strings.shape.rank
-        if rank not in (0, 1):
-            raise ValueError(
-                "`tokenize` takes a scalar or a 1-D batch of strings. "
-                f"Received shape {strings.shape}."
-            )
-        words = self.split_words(tf.reshape(strings, [-1]))
-        flat = words.flat_values
-        too_long = tf.strings.length(flat, unit="UTF8_CHAR") > self.max_chars_per_word
-        too_long &= ~tf.strings.regex_full_match(flat, self._special)
-        words = words.with_flat_values(tf.where(too_long, self.unknown_token, flat))
+        strings, rank = self._flat_strings(strings)
+        words, _ = self._unknown_if_too_long(self.split_words(strings))
         ids = self._word_piece.tokenize(words).merge_dims(1, 2)
         return ids[0] if rank == 0 else ids
+
+    def tokenize_with_offsets(self, strings):
+        """Token ids, and the character span of each token in the original string.
+
+        The span `[start, end)` counts characters (code points, as Python's
+        `str` indexing) of the string as given, before any normalization: a
+        continuation piece spans only its own characters (not the `##`), an
+        unknown token spans its whole word, an accent stripped or a control
+        character deleted inside a token is covered by its span, and a
+        special token written in the text spans its text. The spans are those
+        of Hugging Face's `BertTokenizerFast` `offset_mapping`.
+
+        Each character is normalized on its own to keep track of where it came
+        from; that gives the ids of `tokenize` for every text but one holding
+        several combining marks in non-canonical order (which NFD would have
+        reordered) when accents are stripped.
+
+        Args:
+            strings: `tf.string` tensor of shape `(n,)`, or a scalar.
+
+        Returns:
+            `(ids, starts, ends)`: int32 `tf.RaggedTensor`s of shape `(n, None)`
+            (1-D tensors for a scalar input).
+
+        Example:
+
+        >>> tokenizer = WordPieceTokenizer(
+        ...     ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "cafe", "the", "cat", "##s", "!"])
+        >>> ids, starts, ends = tokenizer.tokenize_with_offsets(["The CATS! Café"])
+        >>> ids.to_list(), starts.to_list(), ends.to_list()
+        ([[6, 7, 8, 9, 5]], [[0, 4, 7, 8, 10]], [[3, 7, 8, 9, 14]])
+        """
+        strings, rank = self._flat_strings(strings)
+        chunks, is_special, chunk_starts = self._special_chunks(strings)
+        chars, char_starts = tf.strings.unicode_split_with_offsets(chunks.flat_values, "UTF-8")
+        char_chunk = chars.value_rowids()
+        # Every character normalized alone; special tokens kept as they are.
+        normalized = tf.where(
+            tf.gather(is_special, char_chunk), chars.flat_values, self._normalize(chars.flat_values)
+        )
+        text = tf.strings.reduce_join(chars.with_flat_values(normalized), axis=1)
+        words, word_starts = self._words_with_offsets(text, is_special)
+        word_ends = word_starts.flat_values + _byte_length(words.flat_values)
+        words, too_long = self._unknown_if_too_long(words)
+        ids, starts, ends = self._word_piece.tokenize_with_offsets(words)
+        piece_word = ids.values.value_rowids()
+        word_start = tf.gather(word_starts.flat_values, piece_word)
+        word_end = tf.gather(word_ends, piece_word)
+        # A word over the length limit: its unknown token spans the whole word.
+        too_long = tf.gather(too_long, piece_word)
+        starts = word_start + tf.where(too_long, tf.zeros_like(word_start), starts.flat_values)
+        ends = tf.where(too_long, word_end, word_start + ends.flat_values)
+
+        # Normalized bytes back to the characters they came from.
+        text_base = tf.cumsum(_byte_length(text), exclusive=True)
+        base = tf.gather(text_base, tf.gather(words.value_rowids(), piece_word))
+        normalized_ends = tf.cumsum(_byte_length(normalized))
+        first = tf.searchsorted(normalized_ends, base + starts, side="right", out_type=tf.int64)
+        last = tf.searchsorted(normalized_ends, base + ends - 1, side="right", out_type=tf.int64)
+        raw_starts = char_starts.flat_values + tf.gather(chunk_starts, char_chunk)
+        raw_ends = raw_starts + _byte_length(chars.flat_values)
+
+        ids = chunks.with_flat_values(ids.merge_dims(1, 2)).merge_dims(1, 2)
+        starts = character_offsets(strings, ids.with_flat_values(tf.gather(raw_starts, first)))
+        ends = character_offsets(strings, ids.with_flat_values(tf.gather(raw_ends, last)))
+        if rank == 0:
+            return ids[0], starts[0], ends[0]
+        return ids, starts, ends
+
+    def _words_with_offsets(self, text, is_special):
+        """Words of normalized chunks (flat `text`), and their byte offsets into them.
+
+        Ragged `(chunks, None)`: a special chunk is one word, the others are
+        split at white space, punctuation and CJK characters (steps 2 and 5).
+        """
+        words, starts, _ = tf_text.regex_split_with_offsets(
+            tf.where(is_special, "", text), self._separate, self._keep
+        )
+        lengths = tf.cast(is_special, tf.int64)
+        special = tf.RaggedTensor.from_row_lengths(tf.boolean_mask(text, is_special), lengths)
+        special_starts = special.with_flat_values(tf.zeros_like(special.flat_values, tf.int64))
+        return tf.concat([words, special], axis=1), tf.concat([starts, special_starts], axis=1)
 
     def __call__(self, texts):
         """Token ids (Python lists) of a string or a list of strings."""

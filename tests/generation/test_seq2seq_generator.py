@@ -193,3 +193,5 @@ def test_errors(t5):
         Seq2SeqGenerator(t5, jit_compile="xla")
     with pytest.raises(ValueError, match="lack"):
         Seq2SeqGenerator(t5)({"encoder_token_ids": np.ones((1, 2), "int32")})
+    with pytest.raises(ValueError, match="encoder-decoder backbone"):
+        Seq2SeqGenerator(keras.layers.Dense(2))

@@ -4,7 +4,7 @@ import pytest
 from helpers import np_gelu, np_gelu_tanh, to_numpy, xla_call
 
 from kbert.layers import gelu_approximate, get_activation
-from kbert.layers.activations import serialize_activation
+from kbert.layers.activations import activation_name, serialize_activation
 
 X = np.linspace(-6.0, 6.0, 241).astype("float32")
 
@@ -21,6 +21,17 @@ def test_tanh_gelu_names(name):
     fn = get_activation(name)
     assert fn is gelu_approximate
     np.testing.assert_allclose(to_numpy(fn(keras.ops.convert_to_tensor(X))), np_gelu_tanh(X), atol=1e-6, rtol=0)
+
+
+@pytest.mark.parametrize(
+    "alias, name", [("gelu_new", "gelu_approximate"), ("gelu_python", "gelu"), ("swish", "silu")]
+)
+def test_aliases_resolve_to_kbert_names(alias, name):
+    assert activation_name(alias) == name
+    assert activation_name(name) == name
+    np.testing.assert_allclose(
+        to_numpy(get_activation(alias)(X)), to_numpy(get_activation(name)(X)), atol=0
+    )
 
 
 def test_gelu_approximate_under_bfloat16_input():

@@ -14,7 +14,6 @@ from helpers import (
 )
 
 from kbert.layers import CachedMultiHeadAttention
-from kbert.layers.cached_multi_head_attention import cache_writes_in_place
 
 BATCH, LENGTH, HIDDEN, HEADS, KEY_DIM = 2, 6, 12, 3, 4
 
@@ -111,8 +110,7 @@ def test_in_place_writes_give_the_same_steps():
     for i in range(LENGTH):
         step = {"attention_mask": causal[:, i : i + 1], "cache_update_index": i}
         expected, copied = layer(x[:, i : i + 1], cache=copied, **step)
-        with cache_writes_in_place():
-            outputs, updated = layer(x[:, i : i + 1], cache=written, **step)
+        outputs, updated = layer(x[:, i : i + 1], cache=written, cache_write="in_place", **step)
         np.testing.assert_allclose(to_numpy(outputs), to_numpy(expected), atol=1e-6)
         # PyTorch writes into the given tensor; elsewhere the update stays functional.
         assert (updated is written) == (keras.backend.backend() == "torch")
@@ -148,3 +146,5 @@ def test_errors():
         layer(np.ones((1, 1, 8), "float32"), cache=np.zeros((1, 2, 2, 3, 4), "float32"), cache_update_index=0)
     with pytest.raises(ValueError, match="cache must have shape"):
         make_layer()(np.ones((1, 1, 12), "float32"), cache=np.zeros((1, 2, 3), "float32"))
+    with pytest.raises(ValueError, match="cache_write must be one of"):
+        make_layer()(np.ones((1, 1, 12), "float32"), cache_write="copy")

@@ -6,8 +6,8 @@ import pytest
 from helpers import np_softmax, to_numpy
 
 from kbert.layers import sparse_attention
+from kbert.layers.attention_mask import MASKED_SCORE
 from kbert.layers.sparse_attention import (
-    MASKED_SCORE,
     group_blocks,
     map_groups,
     slice_blocks,

@@ -19,7 +19,7 @@ from helpers import (
 )
 from keras import ops
 
-from kbert.layers import MultiHeadAttention, TransformerEncoder
+from kbert.layers import LongformerAttention, MultiHeadAttention, TransformerEncoder
 
 BATCH, LENGTH, HIDDEN, HEADS, INTERMEDIATE = 2, 8, 16, 2, 32
 LENGTHS = [LENGTH, 5]
@@ -203,6 +203,23 @@ def test_plugged_attention_layer_is_used_and_serialized():
     clone = TransformerEncoder.from_config(config)
     assert isinstance(clone.attention_layer, WindowAttention)
     assert clone.attention_layer.window == WINDOW
+
+
+def test_global_attention_mask_reaches_an_attention_with_global_tokens():
+    attention = LongformerAttention(num_heads=HEADS, key_dim=HIDDEN // HEADS, window=2, name="attention")
+    assert attention.takes_global_attention_mask and not MultiHeadAttention.takes_global_attention_mask
+    layer = TransformerEncoder(HEADS, INTERMEDIATE, dropout=0.0, attention_layer=attention)
+    inputs = make_inputs()
+    x, mask = inputs["inputs"], inputs["padding_mask"]
+    global_mask = np.zeros((BATCH, LENGTH), "int32")
+    global_mask[:, 0] = 1
+    actual = to_numpy(layer(x, padding_mask=mask, global_attention_mask=global_mask))
+    # The block by hand (post-LN, no dropout), its attention called with the global mask.
+    h = layer.attention_layer_norm(x + attention(x, padding_mask=mask, global_attention_mask=global_mask))
+    expected = to_numpy(layer.output_layer_norm(h + layer.output_dense(layer.intermediate_dense(h))))
+    np.testing.assert_allclose(actual, expected, atol=1e-6)
+    local_only = to_numpy(layer(x, padding_mask=mask))
+    assert np.abs(actual - local_only)[mask.astype(bool)].max() > 1e-3
 
 
 def test_unbuilt_default_layer_config_round_trip():

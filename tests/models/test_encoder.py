@@ -5,6 +5,7 @@ import numpy as np
 import pytest
 
 import kbert
+from kbert.models.backbone import Backbone
 from helpers import assert_close, to_numpy, xla_call
 
 TINY = dict(
@@ -79,6 +80,25 @@ def test_config_round_trip_gives_the_same_outputs(variant):
     clone.set_weights(model.get_weights())
     inputs = make_inputs(num_segments=model.num_segments)
     assert_close(clone(inputs), model(inputs), atol=0)
+
+
+# The keys of the configs that saved models carry: they must keep loading.
+SAVED_CONFIG_KEYS = {
+    "name", "trainable", "dtype", "vocabulary_size", "num_layers", "num_heads", "hidden_dim",
+    "intermediate_dim", "max_positions", "num_segments", "embedding_dim", "share_layers",
+    "position_offset", "dropout", "attention_dropout", "activation", "layer_norm_epsilon",
+    "normalize_first", "use_pooler", "initializer_range", "attention", "attention_kwargs",
+}  # fmt: skip
+
+
+def test_config_is_the_backbone_config_with_the_saved_keys():
+    model = kbert.models.Encoder(**TINY, attention_dropout=0.0, dtype="mixed_bfloat16", name="tiny")
+    assert isinstance(model, Backbone)
+    config = model.get_config()
+    assert set(config) == SAVED_CONFIG_KEYS
+    assert config["name"] == "tiny" and config["attention_dropout"] == 0.0
+    clone = kbert.models.Encoder.from_config(config)
+    assert clone.dtype_policy.name == "mixed_bfloat16" and clone.get_config() == config
 
 
 def test_keras_file_round_trip_gives_identical_outputs(tmp_path):
@@ -211,6 +231,22 @@ def test_sparse_attention_encoder_saves_compiles_and_ignores_padding(attention, 
             to_numpy(model(no_global))["sequence_output"][real], local[real], atol=1e-6
         )
         assert np.abs(expected["sequence_output"] - local).max() > 1e-3
+
+
+def test_left_out_global_attention_mask_works_in_predict_and_in_a_functional_graph():
+    # Keras refuses a dict without an optional input's key, on every backend;
+    # the encoder fills it (and `predict` on JAX calls `call`, not `__call__`).
+    model = kbert.models.Encoder(
+        **dict(TINY, max_positions=32), attention="longformer", attention_kwargs=SPARSE["longformer"]
+    )
+    inputs = make_inputs(length=20)
+    real = inputs["padding_mask"].astype(bool)
+    expected = to_numpy(model(inputs))["sequence_output"][real]
+    predicted = model.predict(inputs, verbose=0)["sequence_output"]
+    np.testing.assert_allclose(predicted[real], expected, atol=1e-5)
+    symbolic = {name: keras.Input(shape=(None,), dtype="int32", name=name) for name in inputs}
+    wrapper = keras.Model(symbolic, model(symbolic)["sequence_output"])
+    np.testing.assert_allclose(to_numpy(wrapper(inputs))[real], expected, atol=1e-5)
 
 
 def test_per_layer_attention_kwargs():

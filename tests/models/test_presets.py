@@ -1,4 +1,4 @@
-"""Every builder's parameter count equals the published model's (ALGORITHMS.md §8)."""
+"""The named sizes: published parameter counts (ALGORITHMS.md §8), overrides, unknown names and arguments."""
 
 import keras
 import pytest
@@ -29,10 +29,18 @@ EXPECTED_PARAMETERS = {
     "bigbird_base": 127_468_800,
     "longformer_base": 148_659_456,
 }
+EXPECTED_T5_PARAMETERS = {
+    "t5_small": 60_506_624,
+    "t5_base": 222_903_552,
+    "t5_large": 737_668_096,
+    "t5_v1_1_small": 76_961_152,
+    "t5_v1_1_base": 247_577_856,
+}
 
 
 def test_every_preset_has_an_expected_count():
     assert set(EXPECTED_PARAMETERS) == set(kbert.models.PRESETS)
+    assert set(EXPECTED_T5_PARAMETERS) == set(kbert.models.T5_PRESETS)
 
 
 @pytest.mark.parametrize("name", sorted(EXPECTED_PARAMETERS))
@@ -46,10 +54,28 @@ def test_parameter_count(name):
     assert f"{EXPECTED_PARAMETERS[name]:,}" in builder.__doc__
 
 
+@pytest.mark.parametrize("name", sorted(EXPECTED_T5_PARAMETERS))
+def test_t5_parameter_count(name):
+    builder = getattr(kbert.models, name)
+    with keras.StatelessScope(initialize_variables=False):
+        model = builder()
+    assert isinstance(model, kbert.models.T5)
+    assert model.count_params() == EXPECTED_T5_PARAMETERS[name]
+    assert f"{EXPECTED_T5_PARAMETERS[name]:,}" in builder.__doc__
+    assert (model.lm_head is None) == ("v1_1" not in name)
+
+
 def test_build_reads_the_same_table_with_overrides():
     model = kbert.models.build("bert_tiny", num_layers=1, dropout=0.0)
     assert model.num_layers == 1 and model.dropout == 0.0
     assert len(model.transformer_layers) == 1
+
+
+def test_build_reads_the_t5_table_too():
+    with keras.StatelessScope(initialize_variables=False):
+        model = kbert.models.build("t5_v1_1_small", num_layers=1, vocabulary_size=50, hidden_dim=16)
+    assert isinstance(model, kbert.models.T5) and model.name == "t5_v1_1_small"
+    assert model.num_layers == 1 and model.use_gated_activation and model.lm_head is not None
 
 
 def test_albert_shares_one_block():
@@ -57,11 +83,23 @@ def test_albert_shares_one_block():
     assert len({id(layer) for layer in model.transformer_layers}) == 1
 
 
-def test_unknown_builder_name_suggests_close_matches():
-    with pytest.raises(ValueError, match="Unknown model 'bert_bsae'.*Did you mean bert_base"):
-        kbert.models.build("bert_bsae")
+@pytest.mark.parametrize("name, close", [("bert_bsae", "bert_base"), ("t5_smal", "t5_small")])
+def test_unknown_builder_name_suggests_close_matches(name, close):
+    with pytest.raises(ValueError, match=f"Unknown model '{name}'.*Did you mean {close}"):
+        kbert.models.build(name)
 
 
-def test_unknown_override_is_rejected():
-    with pytest.raises(TypeError, match="Unknown argument.*num_layer"):
-        kbert.models.bert_tiny(num_layer=3)
+@pytest.mark.parametrize(
+    "builder, typo, model_class",
+    [(kbert.models.bert_tiny, "num_layer", "Encoder"), (kbert.models.t5_small, "hidden_size", "T5")],
+)
+def test_unknown_override_is_named_with_the_valid_arguments(builder, typo, model_class):
+    with pytest.raises(TypeError, match=f"Unknown argument.*: {typo}\\. {model_class} takes: .*num_layers"):
+        builder(**{typo: 3})
+
+
+@pytest.mark.parametrize("local_variable", ["pooler", "x", "inputs", "layer", "kwargs", "self"])
+def test_local_variables_and_catch_alls_are_no_arguments(local_variable):
+    # The constructor's signature counts, not the names inside its body.
+    with pytest.raises(TypeError, match=f"Unknown argument.*: {local_variable}\\."):
+        kbert.models.build("bert_tiny", **{local_variable: None})

@@ -1,4 +1,4 @@
-"""The T5 backbone: outputs, loss, training, saving."""
+"""The T5 backbone: outputs, incremental decoding, saving (its loss: tests/tasks/test_seq2seq_lm.py)."""
 
 import keras
 import numpy as np
@@ -59,25 +59,26 @@ def test_padding_is_ignored_by_the_encoder(model):
     )
 
 
-def test_compute_loss_ignores_pad_targets(model):
-    inputs, targets = batch()
-    logits = to_numpy(model(inputs)["logits"]).astype(np.float64)
-    log_probs = logits - np.log(np.exp(logits).sum(-1, keepdims=True))
-    picked = np.take_along_axis(log_probs, targets[..., None], -1)[..., 0]
-    real = targets != 0
-    expected = -(picked * real).sum() / real.sum()
-    loss = model.compute_loss(inputs, targets, model(inputs))
-    assert float(to_numpy(loss)) == pytest.approx(expected, rel=1e-5)
+def test_backbone_owns_no_loss():
+    # The loss lives in kbert.tasks.Seq2SeqLM.
+    assert "compute_loss" not in vars(T5) and "train_step" not in vars(T5)
 
 
-def test_fit_with_teacher_forcing_learns():
-    # v1.1 (gated feed-forward, untied head); v1.0's blocks train in the layer tests.
-    model = tiny(activation="gelu_approximate", use_gated_activation=True, tie_embeddings=False)
-    inputs, targets = batch()
-    model.compile(optimizer=keras.optimizers.Adam(1e-2))
-    history = model.fit(inputs, targets, batch_size=3, epochs=8, verbose=0)
-    losses = history.history["loss"]
-    assert np.all(np.isfinite(losses)) and losses[-1] < 0.7 * losses[0]
+@pytest.mark.parametrize("cache_write", ["functional", "in_place"])
+def test_decode_steps_equal_decode(model, cache_write):
+    inputs, _ = batch()
+    encoder_ids, encoder_mask = inputs["encoder_token_ids"], inputs["encoder_padding_mask"]
+    decoder_ids = inputs["decoder_token_ids"]
+    encoded = model.encode(encoder_ids, encoder_mask)
+    expected = to_numpy(model.decode(decoder_ids, np.ones_like(decoder_ids), encoded, encoder_mask))
+    caches = model.self_attention_caches(3, decoder_ids.shape[1])
+    cross = model.cross_attention_caches(encoded)
+    for index in range(decoder_ids.shape[1]):
+        logits, caches = model.decode_step(
+            decoder_ids[:, index : index + 1], index, caches, cross, encoder_mask,
+            cache_write=cache_write,
+        )
+        np.testing.assert_allclose(to_numpy(logits), expected[:, index], atol=1e-5, rtol=0)
 
 
 def test_seq2seq_inputs_shift_right():

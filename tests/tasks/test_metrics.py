@@ -220,6 +220,12 @@ def test_glue_classification_metrics():
     assert glue_scores([0, 0, 0, 1], [0, 0, 1, 1], ("f1",))["f1"] == pytest.approx(2 / 3)
 
 
+def test_macro_f1_averages_the_classes():
+    # class 0: P 1, R 1/2, F1 2/3; class 1: P 1/2, R 1, F1 2/3; class 2: P 1, R 1, F1 1
+    labels, predictions = [0, 0, 1, 2], [0, 1, 1, 2]
+    assert glue_scores(labels, predictions, ("macro_f1",))["macro_f1"] == pytest.approx((2 / 3 + 2 / 3 + 1) / 3)
+
+
 def test_glue_regression_metrics():
     labels = np.array([0.0, 1.5, 2.0, 4.0, 5.0])
     predictions = np.array([0.5, 1.0, 3.5, 3.0, 4.5])

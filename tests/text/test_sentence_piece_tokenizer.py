@@ -55,3 +55,71 @@ def test_errors(tmp_path):
         SentencePieceTokenizer(tmp_path / "missing.model")
     with pytest.raises(ValueError, match="at least 4"):
         train_sentence_piece(SENTENCES, vocabulary_size=2)
+
+
+def reference_spans(processor, text):
+    """Character spans from the `sentencepiece` package's own byte alignment, with
+    the white space a piece's "▁" stands for left out."""
+    data = text.encode("utf-8")
+    spans = []
+    for piece in processor.encode(text, return_type="proto").pieces:
+        start = len(data[: piece.begin].decode("utf-8"))
+        end = len(data[: piece.end].decode("utf-8"))
+        while start < end and text[start].isspace():
+            start += 1
+        spans.append((start, end))
+    return spans
+
+
+OFFSET_TEXTS = [
+    "The lazy fox reads a tuple.",
+    "  Leading  and   inner spaces ",
+    "Café naïve Ω ﬁne ① ＡＢ\tTabs\u3000wide\u00a0nbsp",
+    "",
+]
+
+
+@pytest.mark.parametrize("add_end", [False, True])
+def test_offsets_match_the_sentencepiece_package(model_bytes, add_end):
+    reference = sentencepiece.SentencePieceProcessor(model_proto=model_bytes)
+    tokenizer = SentencePieceTokenizer(model_bytes, add_end=add_end)
+    ids, starts, ends = tokenizer.tokenize_with_offsets(OFFSET_TEXTS)
+    assert ids.to_list() == tokenizer.tokenize(OFFSET_TEXTS).to_list()
+    for text, start, end in zip(OFFSET_TEXTS, starts.to_list(), ends.to_list()):
+        expected = reference_spans(reference, text)
+        if add_end:  # the end token: an empty span at the end of the text
+            expected.append((len(text), len(text)))
+        assert list(zip(start, end)) == expected, text
+
+
+def test_offsets_hand_worked(model_bytes):
+    tokenizer = SentencePieceTokenizer(model_bytes)
+    text = "The  lazy Ω."
+    ids, starts, ends = tokenizer.tokenize_with_offsets(text)
+    pieces = [p.decode() for p in tokenizer.id_to_piece(ids).numpy()]
+    spans = [text[s:e] for s, e in zip(starts.numpy(), ends.numpy())]
+    # Each piece spans its own characters; "▁" stands for the spaces before it.
+    assert [p.replace("▁", "") for p in pieces if p != "<unk>"] == [
+        s for p, s in zip(pieces, spans) if p != "<unk>"
+    ]
+    assert spans[pieces.index("<unk>")] == "Ω"
+    assert "".join(spans) == "ThelazyΩ."
+
+
+def test_special_pieces(tmp_path):
+    with_specials = train_sentence_piece(SENTENCES, 120, control_symbols=("[CLS]", "[SEP]"))
+    tokenizer = SentencePieceTokenizer(with_specials)
+    assert (tokenizer.cls_id, tokenizer.sep_id) == (3, 4)
+    assert tokenizer.id_to_piece([3, 4]).numpy().tolist() == [b"[CLS]", b"[SEP]"]
+    # Control symbols are never produced from text.
+    assert 3 not in tokenizer.tokenize("[CLS] The fox [SEP]").numpy().tolist()
+    t5_like = SentencePieceTokenizer(train_sentence_piece(SENTENCES, 120))
+    assert (t5_like.cls_id, t5_like.sep_id) == (None, None)
+
+
+def test_offsets_bad_input(model_bytes):
+    tokenizer = SentencePieceTokenizer(model_bytes)
+    with pytest.raises(ValueError, match="1-D batch of strings"):
+        tokenizer.tokenize_with_offsets(tf.constant([["a"]]))
+    with pytest.raises(ValueError, match="1-D batch of strings"):
+        tokenizer.tokenize_with_offsets(tf.constant([1]))

@@ -293,3 +293,89 @@ def test_bad_input(tmp_path):
         ours.token_to_id("cat")
     with pytest.raises(ValueError, match="outside the vocabulary"):
         ours.detokenize([0, 7])
+    with pytest.raises(ValueError, match="shape"):
+        ours.tokenize_with_offsets(tf.constant([["a"]]))
+
+
+# Offsets: character spans into the original string, as `offset_mapping` of
+# `BertTokenizerFast`, and the ids of `tokenize`.
+
+OFFSET_TEXTS = (
+    TEXTS
+    + HAND_TEXTS
+    + [
+        "The [MASK] sat[SEP]x on [CLS]the mat [mask] [MA\x00SK]",
+        "e\u0301te\u0301 Cafe\u0301 ÉTÉ",  # decomposed accents
+        "hu\x07gs a\u200bb \ufeff" + "b" * 120,
+    ]
+)
+
+
+def assert_offsets_match_reference(ours, hf, texts):
+    ids, starts, ends = ours.tokenize_with_offsets(tf.constant(texts))
+    assert ids.to_list() == ours(texts)
+    encoded = hf(texts, add_special_tokens=False, return_offsets_mapping=True)
+    for text, row, start, end, expected_ids, expected in zip(
+        texts, ids.to_list(), starts.to_list(), ends.to_list(),
+        encoded["input_ids"], encoded["offset_mapping"],
+    ):  # fmt: skip
+        assert row == expected_ids, text
+        assert list(zip(start, end)) == [tuple(span) for span in expected], text
+
+
+def test_offsets_match_reference(learned):
+    lowercase, path = learned
+    ours = WordPieceTokenizer(path, lowercase=lowercase)
+    assert_offsets_match_reference(ours, reference(path, do_lower_case=lowercase), OFFSET_TEXTS)
+
+
+@pytest.mark.parametrize("lowercase", [True, False], ids=["uncased", "cased"])
+def test_offsets_match_reference_hand_vocabulary(tmp_path, lowercase):
+    path = write_vocabulary(tmp_path / "vocab.txt", HAND_VOCABULARY)
+    ours = WordPieceTokenizer(path, lowercase=lowercase, max_chars_per_word=8)
+    hf = reference(path, do_lower_case=lowercase)
+    hf.backend_tokenizer.model.max_input_chars_per_word = 8
+    assert_offsets_match_reference(ours, hf, OFFSET_TEXTS)
+
+
+@pytest.mark.parametrize("lowercase", [True, False], ids=["uncased", "cased"])
+def test_offsets_of_every_third_character_match_reference(tmp_path, lowercase):
+    """Characters of the Basic Multilingual Plane (every third one assigned in
+    Unicode 3.2), alone and inside words: ids and spans as the reference, but
+    for the characters whose Unicode category changed (see the test above)."""
+    path = write_vocabulary(tmp_path / "vocab.txt", SPECIALS + ["a", "b", "##a", "##b"])
+    old = unicodedata.ucd_3_2_0
+    chars = [chr(c) for c in range(1, 0x10000, 3) if old.category(chr(c)) not in ("Cn", "Cs")]
+    changed = {"\u166d", "\u1734", "\u1885", "\u1886"}
+    texts = [f"a{c}b{c} {c}" for c in chars if c not in changed]
+    ours = WordPieceTokenizer(path, lowercase=lowercase)
+    assert_offsets_match_reference(ours, reference(path, do_lower_case=lowercase), texts)
+
+
+def test_offsets_hand_worked():
+    ours = WordPieceTokenizer(HAND_VOCABULARY, max_chars_per_word=9)
+    text = "Unaffáble, Café! hugging [MASK] hu\x07gs aaaaaaaaaa"
+    ids, starts, ends = ours.tokenize_with_offsets(text)
+    pieces = [ours.id_to_token(i) for i in ids.numpy()]
+    spans = [text[s:e] for s, e in zip(starts.numpy(), ends.numpy())]
+    assert list(zip(pieces, spans)) == [
+        ("un", "Un"), ("##aff", "aff"), ("##able", "áble"),  # the accent is stripped
+        (",", ","),  # punctuation is a word of its own
+        ("caf", "Caf"), ("##e", "é"),
+        ("!", "!"),
+        ("[UNK]", "hugging"),  # no segmentation: the whole word
+        ("[MASK]", "[MASK]"),
+        ("hug", "hu\x07g"), ("##s", "s"),  # the control character is deleted inside the span
+        ("[UNK]", "aaaaaaaaaa"),  # over max_chars_per_word
+    ]  # fmt: skip
+    assert ids.dtype == starts.dtype == ends.dtype == tf.int32
+
+
+def test_offsets_in_dataset_map():
+    ours = WordPieceTokenizer(HAND_VOCABULARY)
+    texts = ["the runs", "", "Ω ω café"]
+    expected = [row.to_list() for row in ours.tokenize_with_offsets(texts)]
+    dataset = tf.data.Dataset.from_tensor_slices(texts).batch(2).map(ours.tokenize_with_offsets)
+    batches = [[part.to_list() for part in batch] for batch in dataset]
+    assert [sum((b[k] for b in batches), []) for k in range(3)] == expected
+    assert expected[2][2] == [1, 3, 7, 8]  # ends of "ω" "ω" "caf" "##e" (Ω lower-cased)

@@ -1,5 +1,6 @@
-"""Import of `big_bird` and `longformer` checkpoints: tiny random `transformers`
-models, saved locally, imported, and compared output for output.
+"""kbert.checkpoints.long_document_converter: `big_bird` and `longformer`
+checkpoints of tiny random `transformers` models, saved locally, imported, and
+compared output for output.
 
 BigBird in block-sparse mode draws its random blocks per call in training and
 uses block 0 at inference, which no fixed plan can match; there kbert is

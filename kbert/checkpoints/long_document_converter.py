@@ -1,8 +1,7 @@
-"""Hugging Face import of the long-document families: `big_bird` and `longformer`.
+"""Hugging Face long-document checkpoints into a kbert `Encoder`: `big_bird` and `longformer`.
 
-`kbert.checkpoints.huggingface.from_huggingface` dispatches here by
-`model_type`; these are the config mappings and weight names of the two
-families, in the same form as the families in `huggingface.py`.
+Both are BERT-style encoders with sparse attention, so they register
+`BertConverter`s with their own config mapping and weight names:
 
 - `big_bird` builds an `Encoder` with `attention="bigbird"` (`block_size`,
   `num_random_blocks` from the config; each layer's plan seeded with its
@@ -19,36 +18,38 @@ families, in the same form as the families in `huggingface.py`.
   and the one-sided window `attention_window[i] // 2` of each layer; the
   global projections are loaded too. Pass `global_attention_mask` to the
   backbone as you would to `LongformerModel`.
+
+>>> from kbert.checkpoints.registry import converter_for
+>>> converter_for("longformer").config_to_arguments({"vocab_size": 30, "hidden_size": 8,
+...     "num_hidden_layers": 2, "num_attention_heads": 2, "intermediate_size": 16,
+...     "attention_window": [4, 6]})["attention_kwargs"]
+[{'window': 2}, {'window': 3}]
 """
 
-_BLOCK = {
-    "attention_layer.query_dense": "attention.self.query",
-    "attention_layer.key_dense": "attention.self.key",
-    "attention_layer.value_dense": "attention.self.value",
-    "attention_layer.output_dense": "attention.output.dense",
-    "attention_layer_norm": "attention.output.LayerNorm",
-    "intermediate_dense": "intermediate.dense",
-    "output_dense": "output.dense",
-    "output_layer_norm": "output.LayerNorm",
-}
-_EMBEDDINGS = {
-    "token_embedding": "embeddings.word_embeddings",
-    "position_embedding": "embeddings.position_embeddings",
-    "segment_embedding": "embeddings.token_type_embeddings",
-    "layer_norm": "embeddings.LayerNorm",
-}
+from kbert.checkpoints.bert_converter import (
+    BERT_BLOCK,
+    BertConverter,
+    bert_arguments,
+    roberta_arguments,
+)
+from kbert.checkpoints.registry import register_converter
+from kbert.layers.sublayer_names import (
+    ATTENTION_LAYER,
+    KEY_GLOBAL_DENSE,
+    QUERY_GLOBAL_DENSE,
+    VALUE_GLOBAL_DENSE,
+    attribute_path,
+)
 
 
 def _big_bird_arguments(config):
-    from kbert.checkpoints.huggingface import _bert_like_arguments
-
     for key, supported in (("rescale_embeddings", False), ("use_bias", True)):
         if config.get(key, supported) != supported:
             raise ValueError(
                 f"BigBird {key}={config[key]} is not supported; kbert imports "
                 f"{key}={supported} (every released BigBird encoder)."
             )
-    arguments = _bert_like_arguments(config)
+    arguments = bert_arguments(config)
     attention_type = config.get("attention_type", "block_sparse")
     if attention_type == "original_full":
         return arguments
@@ -67,9 +68,7 @@ def _big_bird_arguments(config):
 
 
 def _longformer_arguments(config):
-    from kbert.checkpoints.huggingface import _roberta_arguments
-
-    arguments = _roberta_arguments(config)
+    arguments = roberta_arguments(config)
     layers = arguments["num_layers"]
     windows = config.get("attention_window", 512)
     windows = [windows] * layers if isinstance(windows, int) else list(windows)
@@ -84,28 +83,18 @@ def _longformer_arguments(config):
     return dict(arguments, attention="longformer", attention_kwargs=kwargs)
 
 
-MODEL_TYPES = {"big_bird": "big_bird", "longformer": "longformer"}
 
-FAMILIES = {
-    "big_bird": dict(
-        prefix="bert.",
-        arguments=_big_bird_arguments,
-        embeddings=_EMBEDDINGS,
-        block="encoder.layer.{i}.",
-        block_names=_BLOCK,
-        pooler="pooler",
-    ),
-    "longformer": dict(
-        prefix="longformer.",
-        arguments=_longformer_arguments,
-        embeddings=_EMBEDDINGS,
-        block="encoder.layer.{i}.",
+register_converter(BertConverter(("big_bird",), "bert.", _big_bird_arguments, pooler="pooler"))
+register_converter(
+    BertConverter(
+        ("longformer",),
+        "longformer.",
+        _longformer_arguments,
         block_names={
-            **_BLOCK,
-            "attention_layer.query_global_dense": "attention.self.query_global",
-            "attention_layer.key_global_dense": "attention.self.key_global",
-            "attention_layer.value_global_dense": "attention.self.value_global",
+            **BERT_BLOCK,
+            attribute_path(ATTENTION_LAYER, QUERY_GLOBAL_DENSE): "attention.self.query_global",
+            attribute_path(ATTENTION_LAYER, KEY_GLOBAL_DENSE): "attention.self.key_global",
+            attribute_path(ATTENTION_LAYER, VALUE_GLOBAL_DENSE): "attention.self.value_global",
         },
-        pooler="pooler.dense",
-    ),
-}
+    )
+)

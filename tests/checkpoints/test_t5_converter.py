@@ -1,4 +1,4 @@
-"""kbert.checkpoints.huggingface_t5: tiny random `transformers` T5 models, saved
+"""kbert.checkpoints.t5_converter: tiny random `transformers` T5 models, saved
 locally, imported with `kbert.models.from_huggingface`, compared logit for logit
 and greedy token for token."""
 

@@ -1,0 +1,187 @@
+"""Hugging Face fine-tuned checkpoints into kbert task models: the backbone and its head.
+
+`from_huggingface_task(path)` reads the architecture named in `config.json`
+(`BertForSequenceClassification` …), builds the backbone through the
+family's registered converter (`kbert.checkpoints.registry`), wraps it in the
+matching `kbert.tasks` model and fills the head from the checkpoint's head
+tensors:
+
+- `…ForSequenceClassification` → `TextClassifier`: `classifier` on the
+  pooler (BERT, ALBERT); `classifier.dense` + `classifier.out_proj` on
+  [CLS] (RoBERTa, XLM-R, CamemBERT and Longformer: tanh; ELECTRA: GELU;
+  BigBird: its `hidden_act`); `pre_classifier` + `classifier` (DistilBERT:
+  ReLU).
+- `…ForTokenClassification` → `TokenClassifier`: `classifier` (every family).
+- `…ForQuestionAnswering` → `SpanQuestionAnswering`: `qa_outputs` (every
+  family but BigBird, whose head differs).
+- `…ForMultipleChoice` → `MultipleChoice`: `classifier` on the pooler (BERT,
+  ALBERT, RoBERTa, XLM-R, CamemBERT, BigBird).
+
+Hugging Face's Longformer heads put global attention on tokens they find
+from the separator when none is given; kbert's do so for classification
+([CLS]) only: for question answering pass the question tokens as the
+inputs' `question_mask`.
+"""
+
+import os
+
+from kbert.checkpoints.huggingface import _read_config
+from kbert.checkpoints.registry import converter_for
+from kbert.checkpoints.weight_mapping import (
+    assign_tensors,
+    kbert_activation,
+    layer_tensor_names,
+    read_tensors,
+    strip_prefix,
+)
+from kbert.tasks.multiple_choice import MultipleChoice
+from kbert.tasks.span_question_answering import SpanQuestionAnswering
+from kbert.tasks.text_classifier import TextClassifier
+from kbert.tasks.token_classifier import TokenClassifier
+
+_ONE_LAYER = {"output_dense": "classifier"}
+_TWO_LAYERS = {"hidden_dense": "classifier.dense", "output_dense": "classifier.out_proj"}
+_ROBERTA_TYPES = ("roberta", "xlm-roberta", "camembert")
+_BIGBIRD_ACTIVATION = "the config's hidden_act"
+
+# `…ForSequenceClassification`: model_type -> (hidden activation, {task attribute: HF module}).
+SEQUENCE_HEADS = {
+    "bert": (None, _ONE_LAYER),
+    "albert": (None, _ONE_LAYER),
+    **{model_type: ("tanh", _TWO_LAYERS) for model_type in _ROBERTA_TYPES},
+    "longformer": ("tanh", _TWO_LAYERS),
+    "electra": ("gelu", _TWO_LAYERS),
+    "big_bird": (_BIGBIRD_ACTIVATION, _TWO_LAYERS),
+    "distilbert": ("relu", {"hidden_dense": "pre_classifier", "output_dense": "classifier"}),
+}
+TOKEN_CLASSIFICATION_TYPES = tuple(SEQUENCE_HEADS)
+QUESTION_ANSWERING_TYPES = tuple(t for t in SEQUENCE_HEADS if t != "big_bird")
+MULTIPLE_CHOICE_TYPES = ("bert", "albert", *_ROBERTA_TYPES, "big_bird")
+
+# The dropout of a head, by the first of these config keys that is set.
+_SEQUENCE_DROPOUT = ("classifier_dropout", "classifier_dropout_prob", "seq_classif_dropout")
+_DROPOUT = ("classifier_dropout", "classifier_dropout_prob", "hidden_dropout_prob", "dropout")
+
+
+def _dropout(config, keys):
+    values = [config[key] for key in (*keys, *_DROPOUT) if config.get(key) is not None]
+    return values[0] if values else 0.1
+
+
+def _num_labels(config):
+    """The label count of a Hugging Face config (2, Hugging Face's default, when unnamed)."""
+    return len(config.get("id2label") or {}) or config.get("num_labels", 2)
+
+
+def _unsupported(architecture, model_type, supported):
+    return ValueError(
+        f"kbert cannot import the {architecture} head (model_type {model_type!r}); "
+        f"this task is supported for model_types {sorted(supported)}."
+    )
+
+
+def task_model_for(architecture, config, backbone, num_choices=None):
+    """The kbert task model for a Hugging Face `architecture`, and its head's HF modules.
+
+    Returns:
+        `(model, {task attribute: HF module})`.
+
+    Raises:
+        ValueError: an architecture or family without a kbert head, or a
+            multiple-choice head without `num_choices`.
+
+    >>> import kbert
+    >>> backbone = kbert.models.bert_tiny(num_layers=1)
+    >>> config = {"model_type": "bert"}
+    >>> model, modules = task_model_for("BertForQuestionAnswering", config, backbone)
+    >>> type(model).__name__, modules
+    ('SpanQuestionAnswering', {'span_dense': 'qa_outputs'})
+    """
+    model_type = config.get("model_type")
+    if architecture.endswith("ForSequenceClassification"):
+        if model_type not in SEQUENCE_HEADS:
+            raise _unsupported(architecture, model_type, SEQUENCE_HEADS)
+        activation, modules = SEQUENCE_HEADS[model_type]
+        if activation == _BIGBIRD_ACTIVATION:
+            activation = kbert_activation(config.get("hidden_act", "gelu_new"))
+        dropout = _dropout(config, _SEQUENCE_DROPOUT)
+        return TextClassifier(backbone, _num_labels(config), dropout, activation), modules
+    if architecture.endswith("ForTokenClassification"):
+        if model_type not in TOKEN_CLASSIFICATION_TYPES:
+            raise _unsupported(architecture, model_type, TOKEN_CLASSIFICATION_TYPES)
+        return TokenClassifier(backbone, _num_labels(config), _dropout(config, ())), _ONE_LAYER
+    if architecture.endswith("ForQuestionAnswering"):
+        if model_type not in QUESTION_ANSWERING_TYPES:
+            raise _unsupported(architecture, model_type, QUESTION_ANSWERING_TYPES)
+        return SpanQuestionAnswering(backbone), {"span_dense": "qa_outputs"}
+    if architecture.endswith("ForMultipleChoice"):
+        if model_type not in MULTIPLE_CHOICE_TYPES:
+            raise _unsupported(architecture, model_type, MULTIPLE_CHOICE_TYPES)
+        if num_choices is None:
+            raise ValueError(
+                f"{architecture} checkpoints do not store the number of choices: "
+                "pass num_choices (SWAG: 4)."
+            )
+        return MultipleChoice(backbone, num_choices, _dropout(config, ())), _ONE_LAYER
+    raise ValueError(
+        f"{architecture!r} is not a task architecture kbert imports; expected one ending "
+        "in ForSequenceClassification, ForTokenClassification, ForQuestionAnswering "
+        "or ForMultipleChoice (kbert.models.from_huggingface loads a backbone alone)."
+    )
+
+
+def _architecture(config, config_file):
+    architectures = config.get("architectures") or []
+    if len(architectures) != 1:
+        raise ValueError(
+            f"{config_file} names the architectures {architectures}; a task checkpoint "
+            "names one, such as BertForSequenceClassification."
+        )
+    return architectures[0]
+
+
+def from_huggingface_task(path, num_choices=None, **overrides):
+    """Build a kbert task model, head included, from a local Hugging Face task checkpoint.
+
+    See the module docstring for the architectures and families. The
+    backbone is built and filled as `kbert.models.from_huggingface` does;
+    the head's Dense layers then take the checkpoint's head tensors. Every
+    variable is filled, or the error names the tensor that is missing.
+
+    Args:
+        path: directory with `config.json` (naming one architecture, e.g.
+            `BertForSequenceClassification`) and the weights.
+        num_choices: choices per example, for `…ForMultipleChoice` (which
+            checkpoints do not store).
+        **overrides: backbone constructor arguments that replace those read
+            from the config, e.g. `dtype="mixed_bfloat16"`, `dropout=0.0`.
+
+    Returns:
+        A `TextClassifier`, `TokenClassifier`, `SpanQuestionAnswering` or
+        `MultipleChoice`.
+
+    Example:
+    ```python
+    # Saved beforehand: BertForSequenceClassification(...).save_pretrained(path)
+    classifier = kbert.tasks.from_huggingface_task(path)
+    classifier(inputs)  # == the transformers model's logits
+    ```
+    """
+    directory = os.fspath(path)
+    config = _read_config(directory)
+    config_file = os.path.join(directory, "config.json")
+    architecture = _architecture(config, config_file)
+    try:
+        converter = converter_for(config.get("model_type"))
+    except ValueError as error:
+        raise ValueError(f"{error} (in {config_file})") from None
+    arguments = converter.config_to_arguments(config)
+    tensors = strip_prefix(read_tensors(directory), converter.task_prefix)
+    arguments = {**converter.arguments_from_tensors(arguments, tensors), **overrides}
+    backbone = converter.backbone_class(**arguments)
+    model, modules = task_model_for(architecture, config, backbone, num_choices)
+    names = converter.weight_names(backbone, tensors)
+    for attribute, module in modules.items():
+        names.update(layer_tensor_names(getattr(model, attribute), module))
+    assign_tensors(model, names, tensors, directory, converter.missing_tensor_hint(config))
+    return model

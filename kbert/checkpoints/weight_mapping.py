@@ -1,0 +1,229 @@
+"""The helpers every checkpoint converter shares: read the tensors, name them, assign them.
+
+- `read_tensors(directory)`: a Hugging Face directory's tensors by name, from
+  `model.safetensors`, sharded safetensors (`model.safetensors.index.json`) or
+  `pytorch_model.bin` (optionally sharded likewise). Safetensors files are
+  read with NumPy; PyTorch is needed only for `.bin` files.
+- `strip_prefix(tensors, prefix)`: the backbone's tensors of a task
+  checkpoint (`bert.encoder...` -> `encoder...`); head tensors keep their names.
+- `resolve_sublayer(owner, path, entry)`: the layer at a converter's attribute
+  path, or an error naming the converter entry that no longer resolves.
+- `layer_tensor_names(layer, module)`: `{variable path: (tensor name,
+  transpose)}` of one `Dense`, `LayerNormalization`, `RMSNormalization` or
+  embedding layer. Hugging Face `Linear` weights are `[out, in]` and are
+  transposed to Keras `[in, out]` kernels.
+- `assign_tensors(model, names, tensors, ...)`: fills every variable of the
+  model, accepting old LayerNorm names (`gamma`/`beta`); a variable without a
+  name, a tensor that is missing or whose shape differs raises, naming it.
+- `kbert_activation(name)`: the kbert name of a Hugging Face activation.
+"""
+
+import json
+import os
+
+import numpy as np
+
+from kbert.layers.activations import activation_name
+
+# Hugging Face activation names that mean the same function in kbert (their
+# kbert names come from `kbert.layers.activations`). Others, such as
+# `quick_gelu` or `leaky_relu` (another slope than Keras'), are refused.
+SUPPORTED_ACTIVATIONS = (
+    "gelu",
+    "gelu_fast",
+    "gelu_new",
+    "gelu_python",
+    "gelu_pytorch_tanh",
+    "relu",
+    "silu",
+    "swish",
+    "tanh",
+)
+
+_WEIGHT_FILES = (
+    "model.safetensors",
+    "model.safetensors.index.json",
+    "pytorch_model.bin",
+    "pytorch_model.bin.index.json",
+)
+
+
+def kbert_activation(name, option="hidden activation"):
+    """The kbert activation for the Hugging Face activation `name` of config `option`.
+
+    >>> kbert_activation("gelu_new")
+    'gelu_approximate'
+    """
+    if name not in SUPPORTED_ACTIVATIONS:
+        raise ValueError(
+            f"Unsupported {option} {name!r} in config.json; "
+            f"supported: {sorted(SUPPORTED_ACTIVATIONS)}."
+        )
+    return activation_name(name)
+
+
+def _read_safetensors(file):
+    import ml_dtypes  # noqa: F401  (a Keras dependency; lets NumPy read bfloat16)
+    from safetensors.numpy import load_file
+
+    return load_file(file)
+
+
+def _read_torch(file):
+    try:
+        import torch
+    except ImportError:
+        raise ImportError(
+            f"Reading {file} needs PyTorch (`pip install torch`); or convert the "
+            "checkpoint to model.safetensors, which kbert reads without it."
+        ) from None
+    state = torch.load(file, map_location="cpu", weights_only=True)
+    return {
+        name: (t.float() if t.dtype == torch.bfloat16 else t).detach().numpy()
+        for name, t in state.items()
+    }
+
+
+def read_tensors(directory):
+    """All tensors of the checkpoint in `directory`, as NumPy arrays by name."""
+    for filename in _WEIGHT_FILES:
+        file = os.path.join(directory, filename)
+        if not os.path.isfile(file):
+            continue
+        read = _read_safetensors if filename.startswith("model.") else _read_torch
+        if not filename.endswith(".index.json"):
+            return read(file)
+        with open(file) as f:
+            shards = sorted(set(json.load(f)["weight_map"].values()))
+        tensors = {}
+        for shard in shards:
+            tensors.update(read(os.path.join(directory, shard)))
+        return tensors
+    raise FileNotFoundError(
+        f"No weights found in {directory}: expected one of {', '.join(_WEIGHT_FILES)}."
+    )
+
+
+def strip_prefix(tensors, prefix):
+    """`tensors` with `prefix` removed from the names that start with it.
+
+    >>> sorted(strip_prefix({"bert.pooler.dense.weight": 1, "classifier.weight": 2}, "bert."))
+    ['classifier.weight', 'pooler.dense.weight']
+    """
+    if not prefix:
+        return dict(tensors)
+    return {
+        name[len(prefix) :] if name.startswith(prefix) else name: array
+        for name, array in tensors.items()
+    }
+
+
+def resolve_sublayer(owner, path, entry):
+    """The layer at the dotted attribute `path` of `owner`.
+
+    Raises:
+        AttributeError: naming `entry` (the converter entry that reads `path`)
+            and the attribute that is missing.
+    """
+    layer = owner
+    for name in path.split("."):
+        if not hasattr(layer, name):
+            raise AttributeError(
+                f"Converter entry {entry}: {type(layer).__name__} {getattr(layer, 'name', '')!r} "
+                f"has no attribute {name!r} (path {path!r} from {type(owner).__name__}); "
+                "see kbert.layers.sublayer_names."
+            )
+        layer = getattr(layer, name)
+    return layer
+
+
+def layer_tensor_names(layer, module):
+    """`{variable path: (tensor name, transpose)}` for `layer`, read from HF `module`.
+
+    >>> import keras
+    >>> dense = keras.layers.Dense(3, name="query")
+    >>> dense.build((None, 2))
+    >>> layer_tensor_names(dense, "attention.self.query")
+    {'query/kernel': ('attention.self.query.weight', True), 'query/bias': ('attention.self.query.bias', False)}
+    """
+    if hasattr(layer, "kernel"):  # Dense: the HF Linear weight is [out, in]
+        pairs = [(layer.kernel, "weight", True), (layer.bias, "bias", False)]
+    elif hasattr(layer, "gamma"):  # LayerNormalization
+        pairs = [(layer.gamma, "weight", False), (layer.beta, "bias", False)]
+    elif hasattr(layer, "scale"):  # RMSNormalization
+        pairs = [(layer.scale, "weight", False)]
+    else:  # Embedding, PositionEmbedding, RelativePositionBias
+        pairs = [(layer.embeddings, "weight", False)]
+    return {
+        variable.path: (f"{module}.{leaf}", transpose)
+        for variable, leaf, transpose in pairs
+        if variable is not None
+    }
+
+
+def lookup_tensor(tensors, name):
+    """The tensor for `name`, accepting old LayerNorm `gamma`/`beta` names; None if absent.
+
+    >>> lookup_tensor({"encoder.LayerNorm.gamma": 1.0}, "encoder.LayerNorm.weight")
+    1.0
+    """
+    if name in tensors:
+        return tensors[name]
+    old = {"weight": "gamma", "bias": "beta"}
+    stem, _, leaf = name.rpartition(".")
+    if ("LayerNorm" in stem or "layer_norm" in stem) and leaf in old:
+        return tensors.get(f"{stem}.{old[leaf]}")
+    return None
+
+
+def _arrays(model, names, tensors):
+    """`(variable, array)` pairs, and the missing tensors' descriptions."""
+    uncovered = [v.path for v in model.weights if v.path not in names]
+    if uncovered:
+        raise RuntimeError(f"kbert variables without a Hugging Face name: {uncovered}.")
+    arrays, missing = [], []
+    for variable in model.weights:
+        name, transpose = names[variable.path]
+        array = lookup_tensor(tensors, name)
+        expected = tuple(variable.shape)
+        if array is None:
+            missing.append(f"{name} (shape {expected[::-1] if transpose else expected})")
+            continue
+        array = np.asarray(array.T if transpose else array)
+        if tuple(array.shape) != expected:
+            hf_shape = tuple(array.shape[::-1] if transpose else array.shape)
+            raise ValueError(
+                f"Shape mismatch for Hugging Face tensor {name!r} of shape {hf_shape}"
+                + (f" (transposed to {tuple(array.shape)})" if transpose else "")
+                + f": the kbert variable {variable.path!r} has shape {expected}."
+            )
+        arrays.append((variable, array))
+    return arrays, missing
+
+
+def assign_tensors(model, names, tensors, source=None, hint=""):
+    """Fill every variable of `model` from `tensors`, by `names` (see `layer_tensor_names`).
+
+    Args:
+        model: the built kbert model.
+        names: `{variable path: (tensor name, transpose)}` covering every variable.
+        tensors: the checkpoint's arrays by name.
+        source: where the tensors come from (a directory), for the error message.
+        hint: added to the missing-tensor error (e.g. why a tensor may be absent).
+
+    Raises:
+        RuntimeError: a variable of `model` has no name (a converter bug).
+        ValueError: a tensor is missing, or its shape differs from the variable's.
+    """
+    arrays, missing = _arrays(model, names, tensors)
+    if missing:
+        raise ValueError(
+            f"The checkpoint{f' in {source}' if source else ''} lacks {len(missing)} tensor(s) the "
+            f"model needs{hint}: {', '.join(missing[:5])}"
+            + (f" and {len(missing) - 5} more" if len(missing) > 5 else "")
+            + f". It holds e.g. {sorted(tensors)[:5]}."
+        )
+    for variable, array in arrays:
+        if array.dtype != np.float32:
+            array = array.astype(np.float32)
+        variable.assign(array)

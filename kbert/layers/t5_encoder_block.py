@@ -1,0 +1,190 @@
+import keras
+
+from kbert.layers.activations import get_activation, serialize_activation
+from kbert.layers.cached_multi_head_attention import CachedMultiHeadAttention
+from kbert.layers.rms_normalization import RMSNormalization
+
+
+@keras.saving.register_keras_serializable(package="kbert")
+class T5EncoderBlock(keras.layers.Layer):
+    """T5's encoder block: bidirectional self-attention and a feed-forward network.
+
+    Pre-norm with RMS normalization (ALGORITHMS.md §3):
+    `x = x + Drop(SelfAttn(RMS(x), bias))`, then `x = x + Drop(FFN(RMS(x)))`,
+    where the FFN is `wo·drop(act(wi·x))` (v1.0, ReLU) or, with
+    `use_gated_activation`, `wo·drop(act(wi_0·x) ⊙ wi_1·x)` (v1.1, tanh GELU).
+    No projection has a bias and the scores are not scaled by 1/√d. The
+    relative position bias is computed once per stack (`RelativePositionBias`)
+    and passed to every block as `attention_bias`.
+
+    `TransformerDecoder`, T5's decoder block, extends it with causal
+    self-attention, cross-attention to the encoder output and key/value caches.
+
+    Weights are initialised as in T5 with `initializer_factor` (ALGORITHMS.md
+    §3): q `(d·d_kv)^−½`, k and v `d^−½`, o `(h·d_kv)^−½`, wi `d^−½`, wo `d_ff^−½`.
+
+    Args:
+        num_heads: attention heads.
+        intermediate_dim: feed-forward width `d_ff`.
+        key_dim: width of each head `d_kv`; defaults to `width / num_heads`.
+        dropout: dropout on the residual branches and inside the FFN (T5: 0.1).
+        activation: feed-forward activation (`"relu"`, `"gelu_approximate"`, ...).
+        use_gated_activation: the v1.1 gated feed-forward network.
+        layer_norm_epsilon: RMS normalization epsilon (T5: 1e-6).
+        initializer_factor: scale of the T5 initialisation.
+
+    Call arguments:
+        inputs: `(batch, length, width)`.
+        padding_mask: 0/1 `(batch, length)`.
+        attention_bias: self-attention score bias, broadcastable to
+            `(batch, heads, length, length)`.
+        training: whether dropout is active.
+
+    Example:
+    >>> block = T5EncoderBlock(num_heads=2, intermediate_dim=32)
+    >>> tuple(block(keras.ops.ones((2, 3, 16))).shape)
+    (2, 3, 16)
+    """
+
+    def __init__(
+        self,
+        num_heads,
+        intermediate_dim,
+        key_dim=None,
+        dropout=0.1,
+        activation="relu",
+        use_gated_activation=False,
+        layer_norm_epsilon=1e-6,
+        initializer_factor=1.0,
+        **kwargs,
+    ):
+        super().__init__(**kwargs)
+        self.num_heads = int(num_heads)
+        self.intermediate_dim = int(intermediate_dim)
+        self.key_dim = None if key_dim is None else int(key_dim)
+        self.dropout = float(dropout)
+        self.activation = activation
+        self.use_gated_activation = bool(use_gated_activation)
+        self.layer_norm_epsilon = float(layer_norm_epsilon)
+        self.initializer_factor = float(initializer_factor)
+
+    # --- Sublayers --------------------------------------------------------------
+
+    def _initializer(self, scale=1.0):
+        # std = factor·sqrt(scale / fan_in): T5's per-weight stds (ALGORITHMS.md §3).
+        return keras.initializers.VarianceScaling(
+            scale=self.initializer_factor**2 * scale,
+            mode="fan_in",
+            distribution="untruncated_normal",
+        )
+
+    def _attention(self, width, key_dim, name):
+        attention = CachedMultiHeadAttention(
+            num_heads=self.num_heads,
+            key_dim=key_dim,
+            dropout=self.dropout,
+            use_bias=False,
+            scale=1.0,
+            kernel_initializer=self._initializer(),
+            query_kernel_initializer=self._initializer(1.0 / key_dim),
+            dtype=self.dtype_policy,
+            name=name,
+        )
+        attention.build((None, None, width))
+        return attention
+
+    def _norm(self, width, name):
+        norm = RMSNormalization(self.layer_norm_epsilon, dtype=self.dtype_policy, name=name)
+        norm.build((None, None, width))
+        return norm
+
+    def _dropout(self):
+        return keras.layers.Dropout(self.dropout, dtype=self.dtype_policy)
+
+    def _dense(self, units, input_dim, name, activation=None):
+        dense = keras.layers.Dense(
+            units,
+            activation=activation,
+            use_bias=False,
+            kernel_initializer=self._initializer(),
+            dtype=self.dtype_policy,
+            name=name,
+        )
+        dense.build((None, None, input_dim))
+        return dense
+
+    def build(self, inputs_shape):
+        if len(inputs_shape) != 3 or inputs_shape[-1] is None:
+            raise ValueError(
+                f"{type(self).__name__} expects inputs of shape (batch, length, width); "
+                f"received shape {tuple(inputs_shape)}."
+            )
+        width = inputs_shape[-1]
+        key_dim = self.key_dim
+        if key_dim is None:
+            if width % self.num_heads:
+                raise ValueError(
+                    f"width {width} is not divisible by num_heads={self.num_heads}; "
+                    "pass key_dim."
+                )
+            key_dim = width // self.num_heads
+        self._build_attention(width, key_dim)
+        self._build_feed_forward(width)
+        self.built = True
+
+    def _build_attention(self, width, key_dim):
+        """The attention sublayers (subclasses add theirs after these)."""
+        self.self_attention = self._attention(width, key_dim, "self_attention")
+        self.self_attention_layer_norm = self._norm(width, "self_attention_layer_norm")
+        self.self_attention_dropout = self._dropout()
+
+    def _build_feed_forward(self, width):
+        self.ffn_layer_norm = self._norm(width, "ffn_layer_norm")
+        self.intermediate_dense = self._dense(
+            self.intermediate_dim, width, "intermediate", activation=get_activation(self.activation)
+        )
+        if self.use_gated_activation:
+            self.gate_dense = self._dense(self.intermediate_dim, width, "gate")
+        self.intermediate_dropout = self._dropout()
+        self.output_dense = self._dense(width, self.intermediate_dim, "output")
+        self.ffn_dropout = self._dropout()
+
+    # --- Forward ----------------------------------------------------------------
+
+    def call(self, inputs, padding_mask=None, attention_bias=None, training=None):
+        attended = self.self_attention(
+            self.self_attention_layer_norm(inputs),
+            padding_mask=padding_mask,
+            attention_bias=attention_bias,
+            training=training,
+        )
+        x = inputs + self.self_attention_dropout(attended, training=training)
+        return self._feed_forward(x, training)
+
+    def _feed_forward(self, x, training):
+        """`x + Drop(FFN(RMS(x)))`."""
+        normalized = self.ffn_layer_norm(x)
+        hidden = self.intermediate_dense(normalized)
+        if self.use_gated_activation:
+            hidden = hidden * self.gate_dense(normalized)
+        outputs = self.output_dense(self.intermediate_dropout(hidden, training=training))
+        return x + self.ffn_dropout(outputs, training=training)
+
+    def compute_output_shape(self, inputs_shape, *args, **kwargs):
+        return inputs_shape
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(
+            {
+                "num_heads": self.num_heads,
+                "intermediate_dim": self.intermediate_dim,
+                "key_dim": self.key_dim,
+                "dropout": self.dropout,
+                "activation": serialize_activation(self.activation),
+                "use_gated_activation": self.use_gated_activation,
+                "layer_norm_epsilon": self.layer_norm_epsilon,
+                "initializer_factor": self.initializer_factor,
+            }
+        )
+        return config

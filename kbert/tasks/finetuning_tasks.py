@@ -1,0 +1,240 @@
+"""The five tasks of `kbert finetune`: how each reads its files, batches, builds, predicts and scores.
+
+`TASKS[name]` is a `FinetuningTask` for `classify` (GLUE-style
+classification), `regress` (STS-B-style regression), `tag` (CoNLL NER),
+`qa` (SQuAD 1.1 / 2.0) and `choice` (SWAG). `read(name, path, train)` reads a
+file into a `TaskData`; a validation file is read against the training
+file's label vocabulary, so an unseen label is an error naming its row.
+"""
+
+import dataclasses
+import json
+from typing import Callable
+
+import numpy as np
+
+from kbert.tasks import metrics, readers
+from kbert.tasks.multiple_choice import MultipleChoice
+from kbert.tasks.span_question_answering import SpanQuestionAnswering
+from kbert.tasks.text_classifier import TextClassifier
+from kbert.tasks.token_classifier import TokenClassifier
+
+
+
+def question_answering_window_sizes(sequence_length):
+    """`max_query_length` and `doc_stride` for windows of `sequence_length` tokens.
+
+    BERT's SQuAD settings (64 and 128 at 384 tokens), kept for longer windows
+    and scaled down for shorter ones: a question takes at most half the window
+    and windows start a third of the window apart.
+
+    >>> question_answering_window_sizes(384), question_answering_window_sizes(32)
+    ({'max_query_length': 64, 'doc_stride': 128}, {'max_query_length': 16, 'doc_stride': 10})
+    """
+    return dict(max_query_length=min(64, sequence_length // 2), doc_stride=min(128, sequence_length // 3))
+
+
+@dataclasses.dataclass
+class TaskData:
+    """The examples of one file, the label vocabulary (classify, tag), the SQuAD JSON (qa)."""
+
+    examples: list
+    labels: list = None
+    squad: dict = None
+
+    def texts(self):
+        """Every text of the examples, to learn a vocabulary from."""
+        texts = []
+        for example in self.examples:
+            for key in ("text", "text_pair", "question", "context"):
+                texts += [example[key]] if key in example else []
+            texts += [" ".join(example.get("words", []))] + list(example.get("choices", []))
+        return [text for text in texts if text]
+
+
+@dataclasses.dataclass(frozen=True)
+class FinetuningTask:
+    """What `kbert finetune` does for one task: `read`, `dataset`, `model` and `evaluate`."""
+
+    read: Callable
+    dataset: Callable
+    model: Callable
+    evaluate: Callable
+
+
+def read(task, path, train=None):
+    """`path` read as `task`'s data; `train` (a `TaskData`) gives the label vocabulary."""
+    return TASKS[task].read(path, train)
+
+
+def _predict(model, dataset, count):
+    """The model's outputs on the first `count` rows of `dataset` (which pads its last batch)."""
+    outputs = model.predict(dataset.map(lambda x, y: x), verbose=0)
+    outputs = outputs if isinstance(outputs, dict) else {"logits": outputs}
+    return {name: np.asarray(value)[:count] for name, value in outputs.items()}
+
+
+def _datasets():
+    from kbert.tasks import question_answering_dataset, task_datasets
+
+    return task_datasets, question_answering_dataset
+
+
+# --- classify and regress -------------------------------------------------------
+
+
+def _read_classification(path, train):
+    examples, labels = readers.read_classification(path, labels=train.labels if train else None)
+    return TaskData(examples, labels)
+
+
+def _read_regression(path, train):
+    return TaskData(readers.read_regression(path))
+
+
+def _text_dataset(data, training=False, seed=None, pad_final_batch=False, **options):
+    task_datasets, _ = _datasets()
+    return task_datasets.text_classification_dataset(
+        data.examples, labels=data.labels, training=training, seed=seed,
+        pad_final_batch=pad_final_batch, **options)
+
+
+def _classification_scores(model, data, **options):
+    logits = _predict(model, _text_dataset(data, pad_final_batch=True, **options), len(data.examples))["logits"]
+    predicted = logits.argmax(-1)
+    gold = np.array([data.labels.index(example["label"]) for example in data.examples])
+    names = ("accuracy", "f1", "matthews_correlation") if len(data.labels) == 2 else (
+        "accuracy", "macro_f1", "matthews_correlation")
+    rows = [{"label": example["label"], "prediction": data.labels[p]}
+            for example, p in zip(data.examples, predicted)]
+    return metrics.glue_scores(gold, predicted, names), rows
+
+
+def _regression_scores(model, data, **options):
+    logits = _predict(model, _text_dataset(data, pad_final_batch=True, **options), len(data.examples))["logits"]
+    predicted = logits.reshape(-1).astype(float)
+    gold = np.array([example["label"] for example in data.examples])
+    scores = metrics.glue_scores(gold, predicted, ("pearson", "spearman"))
+    scores["mean_squared_error"] = float(np.mean((gold - predicted) ** 2))
+    rows = [{"label": float(g), "prediction": float(p)} for g, p in zip(gold, predicted)]
+    return scores, rows
+
+
+# --- tag ---------------------------------------------------------------------------
+
+
+def _read_conll(path, train):
+    sentences, labels = readers.read_conll(path, labels=train.labels if train else None)
+    return TaskData(sentences, labels)
+
+
+def _tag_dataset(data, training=False, seed=None, pad_final_batch=False, **options):
+    task_datasets, _ = _datasets()
+    return task_datasets.token_classification_dataset(
+        data.examples, labels=data.labels, training=training, seed=seed,
+        pad_final_batch=pad_final_batch, **options)
+
+
+def _tag_scores(model, data, **options):
+    """Entity F1 over each word's first sub-token; words cut by truncation are tagged `O`."""
+    dataset = _tag_dataset(data, pad_final_batch=True, **options)
+    logits = _predict(model, dataset, len(data.examples))["logits"]
+    first_pieces = np.concatenate([np.asarray(y["labels"]) for _, y in dataset])[: len(data.examples)] >= 0
+    predicted = []
+    for sentence, row_logits, row_first in zip(data.examples, logits, first_pieces):
+        tags = [data.labels[i] for i in row_logits[row_first].argmax(-1)]
+        predicted.append(tags + ["O"] * (len(sentence["words"]) - len(tags)))
+    gold = [sentence["tags"] for sentence in data.examples]
+    scores = metrics.entity_f1(gold, predicted)
+    rows = [{"words": s["words"], "tags": s["tags"], "predicted": p} for s, p in zip(data.examples, predicted)]
+    return scores, rows
+
+
+# --- qa ----------------------------------------------------------------------------
+
+
+def _read_squad(path, train):
+    with open(path, encoding="utf-8") as f:
+        squad = json.load(f)
+    return TaskData(readers.read_squad(path), squad=squad)
+
+
+def _qa_windows(data, tokenizer, sequence_length):
+    _, question_answering = _datasets()
+    return question_answering.question_answering_windows(
+        data.examples, tokenizer, sequence_length, **question_answering_window_sizes(sequence_length))
+
+
+def _qa_dataset(data, tokenizer, sequence_length, batch_size, training=False, seed=None,
+                pad_final_batch=False):
+    _, question_answering = _datasets()
+    windows = _qa_windows(data, tokenizer, sequence_length)
+    return question_answering.question_answering_dataset(
+        windows, batch_size, training=training, seed=seed, pad_final_batch=pad_final_batch)
+
+
+def _qa_scores(model, data, tokenizer, sequence_length, batch_size):
+    """SQuAD exact match and F1; for 2.0, the no-answer threshold that is best on this data."""
+    from kbert.tasks.span_decoding import decode_answers
+
+    _, question_answering = _datasets()
+    windows = _qa_windows(data, tokenizer, sequence_length)
+    dataset = question_answering.question_answering_dataset(windows, batch_size, pad_final_batch=True)
+    outputs = _predict(model, dataset, len(windows["token_ids"]))
+    contexts = {example["id"]: example["context"] for example in data.examples}
+    decoded = dict(offsets=windows["offsets"], question_ids=windows["question_ids"], contexts=contexts,
+                   max_context_mask=windows["max_context_mask"])
+    answers, null_differences = decode_answers(outputs["start_logits"], outputs["end_logits"], **decoded)
+    if not any(example["is_impossible"] for example in data.examples):
+        return metrics.squad_scores(answers, data.squad), [{"id": k, "answer": v} for k, v in answers.items()]
+    scores = metrics.squad_scores(answers, data.squad, no_answer_probabilities=null_differences)
+    answers, _ = decode_answers(outputs["start_logits"], outputs["end_logits"],
+                                no_answer_threshold=scores["best_f1_thresh"], **decoded)
+    scores = {**metrics.squad_scores(answers, data.squad), "no_answer_threshold": scores["best_f1_thresh"]}
+    return scores, [{"id": k, "answer": v} for k, v in answers.items()]
+
+
+# --- choice ------------------------------------------------------------------------
+
+
+def _read_swag(path, train):
+    return TaskData(readers.read_swag(path))
+
+
+def _choice_dataset(data, training=False, seed=None, pad_final_batch=False, **options):
+    task_datasets, _ = _datasets()
+    return task_datasets.multiple_choice_dataset(
+        data.examples, training=training, seed=seed, pad_final_batch=pad_final_batch, **options)
+
+
+def _choice_scores(model, data, **options):
+    logits = _predict(model, _choice_dataset(data, pad_final_batch=True, **options), len(data.examples))["logits"]
+    predicted = logits.argmax(-1)
+    gold = np.array([example["label"] for example in data.examples])
+    rows = [{"label": int(g), "prediction": int(p)} for g, p in zip(gold, predicted)]
+    return metrics.glue_scores(gold, predicted, ("accuracy",)), rows
+
+
+def _number_of_choices(data):
+    return len(data.examples[0]["choices"])
+
+
+TASKS = {
+    "classify": FinetuningTask(
+        _read_classification, _text_dataset,
+        lambda backbone, train: TextClassifier(backbone, num_classes=len(train.labels)),
+        _classification_scores),
+    "regress": FinetuningTask(
+        _read_regression, _text_dataset,
+        lambda backbone, train: TextClassifier(backbone, num_classes=1), _regression_scores),
+    "tag": FinetuningTask(
+        _read_conll, _tag_dataset,
+        lambda backbone, train: TokenClassifier(backbone, num_labels=len(train.labels)), _tag_scores),
+    "qa": FinetuningTask(
+        _read_squad, _qa_dataset, lambda backbone, train: SpanQuestionAnswering(backbone), _qa_scores),
+    "choice": FinetuningTask(
+        _read_swag, _choice_dataset,
+        lambda backbone, train: MultipleChoice(backbone, num_choices=_number_of_choices(train)),
+        _choice_scores),
+}
+"""The tasks of `kbert finetune`, by name."""

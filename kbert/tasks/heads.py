@@ -1,0 +1,77 @@
+"""What the fine-tuning task models share: the backbone call, head layers set up like the backbone.
+
+`TextClassifier`, `TokenClassifier`, `SpanQuestionAnswering` and
+`MultipleChoice` run their backbone through `encode` and build their Dense
+and Dropout layers with `head_dense` and `head_dropout`, so every task initializes, casts and checks its
+inputs and targets the same way.
+"""
+
+import keras
+
+from kbert.tasks.task import backbone_inputs, require_keys
+
+# Inputs every task needs; `segment_ids` may be left out (zeros), and a
+# Longformer backbone's `global_attention_mask` too (no global tokens).
+ENCODER_INPUTS = ("token_ids", "padding_mask")
+
+
+def encode(backbone, inputs, owner, training=None):
+    """Run `backbone` on the entries of the dict `inputs` it takes; its output dict.
+
+    `owner` (the task's class name) is named in the error when an entry of
+    `ENCODER_INPUTS` is missing.
+
+    >>> import kbert
+    >>> backbone = kbert.models.bert_tiny(num_layers=1, vocabulary_size=10, max_positions=8)
+    >>> x = {"token_ids": keras.ops.ones((2, 4), "int32"), "padding_mask": keras.ops.ones((2, 4))}
+    >>> tuple(encode(backbone, x, "Example")["pooled_output"].shape)
+    (2, 128)
+    """
+    require_keys(inputs, ENCODER_INPUTS, "inputs", owner)
+    if "global_attention_mask" in backbone.input and "global_attention_mask" not in inputs:
+        inputs = {**inputs, "global_attention_mask": None}  # optional: the backbone skips it
+    return backbone(backbone_inputs(backbone, inputs), training=training)
+
+
+def head_dense(backbone, units, name, activation=None):
+    """A `Dense(units)` with the backbone's initializer range and dtype policy.
+
+    >>> import kbert
+    >>> head_dense(kbert.models.bert_tiny(num_layers=1), 3, "classifier").units
+    3
+    """
+    return keras.layers.Dense(
+        units,
+        activation=activation,
+        kernel_initializer=keras.initializers.TruncatedNormal(stddev=backbone.initializer_range),
+        dtype=backbone.dtype_policy,
+        name=name,
+    )
+
+
+def head_dropout(backbone, rate):
+    """The head's `Dropout(rate)`, under the backbone's dtype policy.
+
+    >>> import kbert
+    >>> head_dropout(kbert.models.bert_tiny(num_layers=1), 0.1).rate
+    0.1
+    """
+    return keras.layers.Dropout(rate, dtype=backbone.dtype_policy, name="dropout")
+
+
+def task_targets(y, keys, owner, sample_weight=None):
+    """`y` checked to be a dict holding `keys`; a `sample_weight` is refused.
+
+    The task losses weight their terms through the targets (label -1 for a
+    token left out), so a Keras `sample_weight` would be silently ignored.
+
+    >>> task_targets({"labels": 1}, ("labels",), "Example")
+    {'labels': 1}
+    """
+    if sample_weight is not None:
+        raise ValueError(
+            f"{owner} takes no sample_weight: leave it out of `fit` "
+            "(the loss weights come from the targets)."
+        )
+    require_keys(y, keys, "targets", owner)
+    return y

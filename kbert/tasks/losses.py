@@ -1,0 +1,38 @@
+"""Weighted losses for models that wrap a backbone: masked LM, token tagging, distillation.
+
+Each is `Σ w·loss / (Σ w + 1e-5)` in float32, BERT's masked-LM form, so that
+padding (weight 0) counts zero and an all-padding batch stays finite.
+"""
+
+import keras
+from keras import ops
+
+# BERT's `Σw·CE / (Σw + 1e-5)`: the epsilon keeps an all-padding batch finite.
+WEIGHT_EPSILON = 1e-5
+
+
+def weighted_cross_entropy(labels, logits, weights):
+    """`Σ w·CE(labels, logits) / (Σ w + 1e-5)` in float32 (BERT's masked-LM loss).
+
+    Prediction slots with weight 0 (padding) count zero.
+
+    Example:
+    >>> loss = weighted_cross_entropy(
+    ...     keras.ops.array([[1, 0]]), keras.ops.zeros((1, 2, 4)), keras.ops.array([[1.0, 0.0]]))
+    >>> round(float(loss), 4)  # log(4) for the one real slot
+    1.3863
+    """
+    logits = ops.cast(logits, "float32")
+    losses = keras.losses.sparse_categorical_crossentropy(labels, logits, from_logits=True)
+    return weighted_mean(losses, weights)
+
+
+def weighted_mean(values, weights):
+    """`Σ w·values / (Σ w + 1e-5)` in float32.
+
+    >>> mean = weighted_mean(keras.ops.array([2.0, 4.0]), keras.ops.array([1.0, 0.0]))
+    >>> round(float(mean), 4)
+    2.0
+    """
+    weights = ops.cast(weights, "float32")
+    return ops.sum(ops.cast(values, "float32") * weights) / (ops.sum(weights) + WEIGHT_EPSILON)

@@ -1,0 +1,97 @@
+"""Multiple choice (SWAG) over any kbert encoder."""
+
+import keras
+from keras import ops
+
+from kbert.backend_utils import check_ids_in_range, scale_loss_for_replicas
+from kbert.tasks.heads import ENCODER_INPUTS, encode, head_dense, head_dropout, task_targets
+from kbert.tasks.task import Task, require_keys
+
+
+@keras.saving.register_keras_serializable(package="kbert")
+class MultipleChoice(Task):
+    """A backbone that scores each (context, ending) pair and picks one of `num_choices`.
+
+    The inputs hold every choice, `(batch, num_choices, sequence)`, each
+    packed as `[CLS] context [SEP] ending [SEP]`. They are flattened to
+    `(batch·num_choices, sequence)` through the encoder, and
+    `pooled_output → dropout → Dense(1)` gives one score per pair, reshaped
+    to `(batch, num_choices)` logits. The loss is the mean softmax
+    cross-entropy over the choices, in float32; the metric `accuracy`.
+
+    Args:
+        backbone: a kbert encoder (dict inputs, `pooled_output`).
+        num_choices: choices per example (SWAG: 4).
+        dropout: rate of the head's dropout.
+
+    Call arguments:
+        inputs: dict with `token_ids` and `padding_mask`, optionally
+            `segment_ids` (and on Longformer `global_attention_mask`), each
+            `(batch, num_choices, sequence)`. A different number of choices
+            raises a `ValueError`.
+        training: whether dropout is active.
+
+    Returns:
+        logits `(batch, num_choices)`.
+
+    Targets (`y` in `fit`): dict with `labels` int `(batch,)`, the index of
+    the right choice.
+
+    Example:
+    >>> import kbert
+    >>> backbone = kbert.models.bert_tiny(num_layers=1, vocabulary_size=50, max_positions=16)
+    >>> model = MultipleChoice(backbone, num_choices=4)
+    >>> x = {"token_ids": keras.ops.ones((2, 4, 8), "int32"),
+    ...      "padding_mask": keras.ops.ones((2, 4, 8), "int32")}
+    >>> tuple(model(x).shape)
+    (2, 4)
+
+    References:
+        - [Devlin et al., 2019](https://arxiv.org/abs/1810.04805) §4.4 (SWAG)
+    """
+
+    def __init__(self, backbone, num_choices, dropout=0.1, **kwargs):
+        if int(num_choices) < 2:
+            raise ValueError(f"num_choices must be 2 or more; received {num_choices}.")
+        super().__init__(dtype=backbone.dtype_policy, **kwargs)
+        self.backbone = backbone
+        self.num_choices = int(num_choices)
+        self.dropout = dropout
+        self.dropout_layer = head_dropout(backbone, dropout)
+        self.output_dense = head_dense(backbone, 1, "output_dense")
+        self.accuracy = keras.metrics.SparseCategoricalAccuracy(name="accuracy")
+        self.build()
+
+    def build(self, input_shape=None):
+        """Build the head for the backbone's width (done at construction)."""
+        self.output_dense.build((None, self.backbone.hidden_dim))
+
+    def _flatten_choices(self, inputs):
+        """Every `(batch, num_choices, sequence)` input as `(batch·num_choices, sequence)`."""
+        require_keys(inputs, ENCODER_INPUTS, "inputs", "MultipleChoice")
+        flat = {}
+        for name, value in inputs.items():
+            if value is None:
+                continue
+            shape = tuple(value.shape)
+            if len(shape) != 3 or shape[1] != self.num_choices:
+                raise ValueError(
+                    f"MultipleChoice input '{name}' must have shape (batch, num_choices="
+                    f"{self.num_choices}, sequence); received shape {shape}."
+                )
+            flat[name] = ops.reshape(value, (-1, ops.shape(value)[2]))
+        return flat
+
+    def call(self, inputs, training=None):
+        outputs = encode(self.backbone, self._flatten_choices(inputs), "MultipleChoice", training)
+        pooled = self.dropout_layer(outputs["pooled_output"], training=training)
+        return ops.reshape(self.output_dense(pooled), (-1, self.num_choices))
+
+    def compute_loss(self, x=None, y=None, y_pred=None, sample_weight=None, training=True):
+        """Mean softmax cross-entropy over the choices, in float32."""
+        labels = task_targets(y, ("labels",), "MultipleChoice", sample_weight)["labels"]
+        check_ids_in_range(labels, self.num_choices, "MultipleChoice label")
+        logits = ops.cast(y_pred, "float32")
+        losses = keras.losses.sparse_categorical_crossentropy(labels, logits, from_logits=True)
+        self.accuracy.update_state(labels, logits)
+        return scale_loss_for_replicas(ops.mean(losses))

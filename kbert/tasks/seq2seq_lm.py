@@ -1,0 +1,83 @@
+"""Sequence-to-sequence language modelling over an encoder-decoder backbone."""
+
+import keras
+from keras import ops
+
+from kbert.backend_utils import scale_loss_for_replicas
+from kbert.generation.seq2seq_generator import Seq2SeqGenerator, check_generation_interface
+from kbert.tasks.task import Task
+
+
+@keras.saving.register_keras_serializable(package="kbert")
+class Seq2SeqLM(Task):
+    """An encoder-decoder backbone with its language-model loss, and its generation entry point.
+
+    Called on the backbone's dict inputs (`encoder_token_ids`,
+    `encoder_padding_mask`, `decoder_token_ids`, `decoder_padding_mask`), it
+    returns the backbone's vocabulary logits `(batch, target_length, vocab)`.
+    Trained with `fit(inputs, target_ids)` under teacher forcing (the decoder
+    reads the targets shifted right: `kbert.models.seq2seq_inputs`, or the
+    batches of `kbert.pretraining.SpanCorruption.dataset`); the loss is the
+    mean token cross-entropy, in float32, over the targets that are not the
+    backbone's `pad_id` (with `sample_weight`, each example's tokens weigh
+    its weight). `generate` decodes with `kbert.generation.Seq2SeqGenerator`.
+
+    Args:
+        backbone: a `kbert.models.T5` (any backbone with T5's inputs, a
+            `logits` output and its generation interface).
+
+    Example:
+    >>> import numpy as np, kbert
+    >>> lm = Seq2SeqLM(kbert.models.T5(vocabulary_size=20, num_layers=1, num_heads=2,
+    ...                                hidden_dim=8, intermediate_dim=16))
+    >>> sources, targets = np.array([[5, 6, 1]]), np.array([[7, 1, 0]])
+    >>> lm.compile(optimizer="adam")
+    >>> history = lm.fit(kbert.models.seq2seq_inputs(sources, targets), targets, verbose=0)
+    >>> lm.generate({"encoder_token_ids": sources, "encoder_padding_mask": [[1, 1, 1]]},
+    ...             max_new_tokens=4).shape
+    (1, 4)
+    """
+
+    def __init__(self, backbone, **kwargs):
+        check_generation_interface(backbone)
+        super().__init__(dtype=backbone.dtype_policy, **kwargs)
+        self.backbone = backbone
+        self._generators = {}
+
+    def call(self, inputs, training=None):
+        return self.backbone(inputs, training=training)["logits"]
+
+    def compute_loss(self, x=None, y=None, y_pred=None, sample_weight=None, training=True):
+        """Mean token cross-entropy of the logits against target ids `y`, pad targets ignored."""
+        if y is None:
+            raise ValueError(
+                "Seq2SeqLM trains on (inputs, target_ids) pairs; received no target ids."
+            )
+        logits = ops.cast(y_pred, "float32")
+        losses = keras.losses.sparse_categorical_crossentropy(y, logits, from_logits=True)
+        weights = ops.cast(ops.not_equal(y, self.backbone.pad_id), "float32")
+        if sample_weight is not None:
+            weights = weights * ops.cast(ops.reshape(sample_weight, (-1, 1)), "float32")
+        loss = ops.sum(losses * weights) / ops.maximum(ops.sum(weights), 1.0)
+        return scale_loss_for_replicas(loss)
+
+    def generate(self, inputs, max_new_tokens=64, strategy="greedy", **options):
+        """Target ids `(batch, max_new_tokens)` (int32 NumPy) for the encoder inputs.
+
+        Args:
+            inputs: dict with `encoder_token_ids` and `encoder_padding_mask`, `(batch, length)`.
+            max_new_tokens: length of the generated buffer; after its end id
+                a sequence is padded.
+            strategy: `"greedy"`, `"sample"` or `"beam"`.
+            **options: the other arguments of `kbert.generation.Seq2SeqGenerator`
+                (`temperature`, `top_k`, `top_p`, `num_beams`, `seed`, ...).
+
+        One generator is kept per set of arguments, so that later calls reuse
+        its compiled loop (and a sampling generator's seed stream goes on).
+        """
+        key = (max_new_tokens, strategy, tuple(sorted(options.items())))
+        if key not in self._generators:
+            self._generators[key] = Seq2SeqGenerator(
+                self.backbone, max_new_tokens=max_new_tokens, strategy=strategy, **options
+            )
+        return self._generators[key](inputs)

@@ -1,0 +1,133 @@
+"""Extractive question answering (SQuAD 1.1 and 2.0) over any kbert encoder."""
+
+import keras
+import numpy as np
+from keras import ops
+
+from kbert.backend_utils import check_ids_in_range, is_eager_tensor, scale_loss_for_replicas
+from kbert.tasks.heads import encode, head_dense, task_targets
+from kbert.tasks.task import Task
+
+# The logit of a padding position, in float32: no span starts or ends there.
+MASKED_LOGIT = -1e9
+
+
+def _check_question_is_global(backbone, question_mask):
+    """On BigBird, a `ValueError` when a question token lies outside the first (global) block.
+
+    Sequences short enough for BigBird's full attention pass; so do traced
+    masks, whose values are unknown.
+    """
+    if backbone.attention != "bigbird" or not is_eager_tensor(question_mask):
+        return
+    attention = backbone.transformer_layers[0].attention_layer
+    if question_mask.shape[1] <= attention.full_attention_length:
+        return
+    positions = np.flatnonzero(ops.convert_to_numpy(question_mask).any(axis=0))
+    if positions.size and positions[-1] >= attention.block_size:
+        raise ValueError(
+            f"The question reaches token {int(positions[-1])}, past BigBird's first global "
+            f"block (tokens 0-{attention.block_size - 1}): put the question first and "
+            f"truncate it to {attention.block_size - 2} tokens or fewer."
+        )
+
+
+@keras.saving.register_keras_serializable(package="kbert")
+class SpanQuestionAnswering(Task):
+    """A backbone with start and end logits over the tokens: `Dense(2)` on `sequence_output`.
+
+    The answer span of each example is `(start_positions, end_positions)`,
+    token indices into the packed `[CLS] question [SEP] context [SEP]`; for
+    SQuAD 2.0 an unanswerable question (or a window without the answer)
+    points both to 0, the [CLS] position, whose score competes with the best
+    span in post-processing. The loss is the mean of the start and end
+    softmax cross-entropies, in float32. Padding positions get the logit
+    -1e9, so they are never predicted; the logits are float32 under every
+    dtype policy. Metrics: `start_accuracy` and `end_accuracy`.
+
+    Long-document backbones put the question in global attention:
+
+    - Longformer (the Longformer paper's recipe): give the question tokens
+      global attention with a `question_mask` (or a `global_attention_mask`,
+      which takes precedence) in the inputs; it goes to the backbone as its
+      `global_attention_mask`.
+    - BigBird: the first and last blocks of `block_size` tokens are global,
+      so a question packed first, within the first block ([CLS] and up to
+      `block_size - 2` question tokens, then [SEP]) is global. Given a
+      `question_mask`, eager calls check that it stays within that block and
+      raise a `ValueError` otherwise (sequences short enough for BigBird's
+      full attention are not checked: every token is global there).
+
+    On other backbones every token attends to every other and `question_mask`
+    is not used.
+
+    Args:
+        backbone: a kbert encoder (dict inputs, `sequence_output`); its
+            pooler is unused (build it with `use_pooler=False`).
+
+    Call arguments:
+        inputs: dict with `token_ids` and `padding_mask` `(batch, sequence)`,
+            optionally `segment_ids`, `question_mask` and
+            `global_attention_mask` (0/1 `(batch, sequence)`).
+        training: whether dropout is active.
+
+    Returns:
+        dict with `start_logits` and `end_logits`, float32 `(batch, sequence)`.
+
+    Targets (`y` in `fit`): dict with `start_positions` and `end_positions`,
+    int `(batch,)`.
+
+    Example:
+    >>> import kbert
+    >>> backbone = kbert.models.bert_tiny(num_layers=1, vocabulary_size=50, max_positions=16)
+    >>> model = SpanQuestionAnswering(backbone)
+    >>> x = {"token_ids": keras.ops.ones((2, 8), "int32"),
+    ...      "padding_mask": keras.ops.array([[1] * 8, [1] * 5 + [0] * 3])}
+    >>> logits = model(x)
+    >>> tuple(logits["start_logits"].shape), float(logits["end_logits"][1, 6])
+    ((2, 8), -1000000000.0)
+
+    References:
+        - [Devlin et al., 2019](https://arxiv.org/abs/1810.04805) §4.2-4.3 (SQuAD)
+        - [Beltagy et al., 2020](https://arxiv.org/abs/2004.05150) §6 (Longformer QA)
+        - [Zaheer et al., 2020](https://arxiv.org/abs/2007.14062) (BigBird)
+    """
+
+    def __init__(self, backbone, **kwargs):
+        super().__init__(dtype=backbone.dtype_policy, **kwargs)
+        self.backbone = backbone
+        self.span_dense = head_dense(backbone, 2, "span_dense")
+        self.start_accuracy = keras.metrics.SparseCategoricalAccuracy(name="start_accuracy")
+        self.end_accuracy = keras.metrics.SparseCategoricalAccuracy(name="end_accuracy")
+        self.build()
+
+    def build(self, input_shape=None):
+        """Build the head for the backbone's width (done at construction)."""
+        self.span_dense.build((None, None, self.backbone.hidden_dim))
+
+    def call(self, inputs, training=None):
+        if isinstance(inputs, dict) and "question_mask" in inputs:
+            _check_question_is_global(self.backbone, inputs["question_mask"])
+            inputs = {"global_attention_mask": inputs["question_mask"], **inputs}
+        outputs = encode(self.backbone, inputs, "SpanQuestionAnswering", training)
+        logits = ops.cast(self.span_dense(outputs["sequence_output"]), "float32")
+        real = ops.cast(inputs["padding_mask"], "bool")
+        return {
+            "start_logits": ops.where(real, logits[..., 0], MASKED_LOGIT),
+            "end_logits": ops.where(real, logits[..., 1], MASKED_LOGIT),
+        }
+
+    def compute_loss(self, x=None, y=None, y_pred=None, sample_weight=None, training=True):
+        """`(CE(start) + CE(end)) / 2`, each the mean over the batch, in float32."""
+        keys = ("start_positions", "end_positions")
+        y = task_targets(y, keys, "SpanQuestionAnswering", sample_weight)
+        loss = 0.0
+        for key, logits_key, metric in zip(
+            keys, ("start_logits", "end_logits"), (self.start_accuracy, self.end_accuracy)
+        ):
+            logits = y_pred[logits_key]
+            check_ids_in_range(y[key], logits.shape[1], f"SpanQuestionAnswering {key[:-1]}")
+            losses = keras.losses.sparse_categorical_crossentropy(y[key], logits, from_logits=True)
+            loss = loss + ops.mean(losses) / 2.0
+            metric.update_state(y[key], logits)
+        return scale_loss_for_replicas(loss)

@@ -1,0 +1,139 @@
+"""Sentence and sentence-pair classification and regression (GLUE) over any kbert encoder."""
+
+import keras
+from keras import ops
+
+from kbert.backend_utils import check_ids_in_range, scale_loss_for_replicas
+from kbert.layers.activations import get_activation, serialize_activation
+from kbert.tasks.heads import encode, head_dense, head_dropout, task_targets
+from kbert.tasks.task import Task
+
+
+def _first_token_global(backbone, inputs):
+    """`inputs` with a `global_attention_mask` on the first token added, for a Longformer backbone.
+
+    Unchanged when the backbone takes no global mask or the inputs carry one.
+    """
+    takes_global = "global_attention_mask" in backbone.input
+    if not takes_global or not isinstance(inputs, dict) or "global_attention_mask" in inputs:
+        return inputs
+    token_ids = inputs.get("token_ids")
+    if token_ids is None:
+        return inputs  # `encode` names the missing input
+    first = ops.cast(ops.arange(ops.shape(token_ids)[1]) == 0, "int32")
+    return {**inputs, "global_attention_mask": first[None, :] * ops.ones_like(token_ids)}
+
+
+@keras.saving.register_keras_serializable(package="kbert")
+class TextClassifier(Task):
+    """A backbone with a classification (or regression) head on the first token.
+
+    Two heads, the two that the BERT family's published classifiers use:
+
+    - `hidden_activation=None` (BERT, ALBERT): `pooled_output → dropout →
+      Dense(num_classes)`. Without a pooler, `pooled_output` is the first
+      token's hidden state.
+    - `hidden_activation="tanh"` (RoBERTa, Longformer), `"gelu"` (ELECTRA),
+      `"relu"` (DistilBERT): `sequence_output[:, 0] → dropout →
+      Dense(H, activation) → dropout → Dense(num_classes)`. (DistilBERT has
+      no dropout before its hidden layer; the two agree at inference.)
+
+    `num_classes=1` is regression (STS-B): the loss is the mean squared error
+    and the metric `mean_squared_error`. Otherwise the loss is the mean
+    softmax cross-entropy and the metric `accuracy`. Losses are computed in
+    float32 in `compute_loss`.
+
+    Sentence pairs are packed by the data pipeline as `[CLS] A [SEP] B [SEP]`
+    with `segment_ids` 0 then 1. On a Longformer backbone the first token is
+    made global when the inputs carry no `global_attention_mask`, as the
+    Longformer paper and Hugging Face do for classification.
+
+    Args:
+        backbone: a kbert encoder (dict inputs, `sequence_output` and
+            `pooled_output`).
+        num_classes: classes, or 1 for regression.
+        dropout: rate of the head's dropout.
+        hidden_activation: the activation of a hidden `Dense(H)` layer on the
+            first token, or `None` for no hidden layer (see above).
+
+    Call arguments:
+        inputs: dict with `token_ids` and `padding_mask` `(batch, sequence)`,
+            optionally `segment_ids` (zeros when left out) and, on
+            Longformer, `global_attention_mask`.
+        training: whether dropout is active.
+
+    Returns:
+        logits `(batch, num_classes)` (the predicted value for regression).
+
+    Targets (`y` in `fit`): dict with `labels`: int `(batch,)` class ids, or
+    float `(batch,)` values for regression.
+
+    Example:
+    >>> import kbert
+    >>> backbone = kbert.models.bert_tiny(num_layers=1, vocabulary_size=50, max_positions=16)
+    >>> model = TextClassifier(backbone, num_classes=3)
+    >>> x = {"token_ids": keras.ops.ones((2, 8), "int32"),
+    ...      "padding_mask": keras.ops.ones((2, 8), "int32")}
+    >>> tuple(model(x).shape)
+    (2, 3)
+    >>> model.compile(optimizer="adam")  # then model.fit(x, {"labels": labels})
+
+    References:
+        - [Devlin et al., 2019](https://arxiv.org/abs/1810.04805) (BERT, GLUE)
+        - [Liu et al., 2019](https://arxiv.org/abs/1907.11692) (RoBERTa's head)
+    """
+
+    def __init__(self, backbone, num_classes, dropout=0.1, hidden_activation=None, **kwargs):
+        if int(num_classes) < 1:
+            raise ValueError(
+                f"num_classes must be 1 (regression) or more; received {num_classes}."
+            )
+        super().__init__(dtype=backbone.dtype_policy, **kwargs)
+        self.backbone = backbone
+        self.num_classes = int(num_classes)
+        self.dropout = dropout
+        self.hidden_activation = serialize_activation(hidden_activation)
+        self.dropout_layer = head_dropout(backbone, dropout)
+        self.hidden_dense = None
+        if hidden_activation is not None:
+            self.hidden_dense = head_dense(
+                backbone, backbone.hidden_dim, "hidden_dense", get_activation(hidden_activation)
+            )
+        self.output_dense = head_dense(backbone, self.num_classes, "output_dense")
+        if self.num_classes == 1:
+            self.label_metric = keras.metrics.MeanSquaredError(name="mean_squared_error")
+        else:
+            self.label_metric = keras.metrics.SparseCategoricalAccuracy(name="accuracy")
+        self.build()
+
+    def build(self, input_shape=None):
+        """Build the head for the backbone's width (done at construction)."""
+        if self.hidden_dense is not None:
+            self.hidden_dense.build((None, self.backbone.hidden_dim))
+        self.output_dense.build((None, self.backbone.hidden_dim))
+
+    def call(self, inputs, training=None):
+        inputs = _first_token_global(self.backbone, inputs)
+        outputs = encode(self.backbone, inputs, "TextClassifier", training)
+        if self.hidden_dense is None:
+            features = outputs["pooled_output"]
+        else:
+            features = self.dropout_layer(outputs["sequence_output"][:, 0, :], training=training)
+            features = self.hidden_dense(features)
+        return self.output_dense(self.dropout_layer(features, training=training))
+
+    def compute_loss(self, x=None, y=None, y_pred=None, sample_weight=None, training=True):
+        """Mean cross-entropy, or mean squared error for regression, in float32."""
+        labels = task_targets(y, ("labels",), "TextClassifier", sample_weight)["labels"]
+        logits = ops.cast(y_pred, "float32")
+        if self.num_classes == 1:
+            predictions = logits[:, 0]
+            labels = ops.reshape(ops.cast(labels, "float32"), ops.shape(predictions))
+            loss = ops.mean(ops.square(predictions - labels))
+            self.label_metric.update_state(labels[:, None], predictions[:, None])
+        else:
+            check_ids_in_range(labels, self.num_classes, "TextClassifier label")
+            losses = keras.losses.sparse_categorical_crossentropy(labels, logits, from_logits=True)
+            loss = ops.mean(losses)
+            self.label_metric.update_state(labels, logits)
+        return scale_loss_for_replicas(loss)

@@ -1,0 +1,91 @@
+"""Token tagging (CoNLL-2003 NER) over any kbert encoder."""
+
+import keras
+from keras import ops
+
+from kbert.backend_utils import check_ids_in_range, scale_loss_for_replicas
+from kbert.tasks.heads import encode, head_dense, head_dropout, task_targets
+from kbert.tasks.losses import weighted_cross_entropy
+from kbert.tasks.task import Task
+
+
+@keras.saving.register_keras_serializable(package="kbert")
+class TokenClassifier(Task):
+    """A backbone with a tag classifier on every token.
+
+    The head is `sequence_output → dropout → Dense(num_labels)`.
+
+    As in the BERT paper, a word's label sits on its first sub-token; the
+    other sub-tokens, the special tokens and the padding carry the label -1
+    (any negative label, Hugging Face's -100 included) and count neither in
+    the loss nor in the metric. The loss is the mean cross-entropy over the
+    labelled real tokens, `Σ w·CE / (Σ w + 1e-5)` with `w = (label ≥ 0) ·
+    padding_mask`, in float32; the metric `accuracy` is over the same tokens.
+
+    Args:
+        backbone: a kbert encoder (dict inputs, `sequence_output`); its
+            pooler is unused (build it with `use_pooler=False`).
+        num_labels: tags (e.g. 9 for CoNLL-2003's IOB2 tags).
+        dropout: rate of the head's dropout.
+
+    Call arguments:
+        inputs: dict with `token_ids` and `padding_mask` `(batch, sequence)`,
+            optionally `segment_ids` and (Longformer) `global_attention_mask`.
+        training: whether dropout is active.
+
+    Returns:
+        logits `(batch, sequence, num_labels)`.
+
+    Targets (`y` in `fit`): dict with `labels` int `(batch, sequence)`, -1
+    where a token is left out.
+
+    Example:
+    >>> import kbert
+    >>> backbone = kbert.models.bert_tiny(num_layers=1, vocabulary_size=50, max_positions=16)
+    >>> model = TokenClassifier(backbone, num_labels=9)
+    >>> x = {"token_ids": keras.ops.ones((2, 8), "int32"),
+    ...      "padding_mask": keras.ops.ones((2, 8), "int32")}
+    >>> tuple(model(x).shape)
+    (2, 8, 9)
+
+    References:
+        - [Devlin et al., 2019](https://arxiv.org/abs/1810.04805) §5.3 (NER)
+    """
+
+    def __init__(self, backbone, num_labels, dropout=0.1, **kwargs):
+        if int(num_labels) < 2:
+            raise ValueError(f"num_labels must be 2 or more; received {num_labels}.")
+        super().__init__(dtype=backbone.dtype_policy, **kwargs)
+        self.backbone = backbone
+        self.num_labels = int(num_labels)
+        self.dropout = dropout
+        self.dropout_layer = head_dropout(backbone, dropout)
+        self.output_dense = head_dense(backbone, self.num_labels, "output_dense")
+        self.accuracy = keras.metrics.SparseCategoricalAccuracy(name="accuracy")
+        self.build()
+
+    def build(self, input_shape=None):
+        """Build the head for the backbone's width (done at construction)."""
+        self.output_dense.build((None, None, self.backbone.hidden_dim))
+
+    def call(self, inputs, training=None):
+        outputs = encode(self.backbone, inputs, "TokenClassifier", training)
+        sequence = self.dropout_layer(outputs["sequence_output"], training=training)
+        return self.output_dense(sequence)
+
+    def compute_loss(self, x=None, y=None, y_pred=None, sample_weight=None, training=True):
+        """Mean cross-entropy over the tokens with a label ≥ 0 inside the padding mask."""
+        labels = task_targets(y, ("labels",), "TokenClassifier", sample_weight)["labels"]
+        labels = ops.convert_to_tensor(labels)
+        if len(labels.shape) != 2:
+            raise ValueError(
+                "TokenClassifier labels must have shape (batch, sequence); "
+                f"received shape {tuple(labels.shape)}."
+            )
+        kept = ops.greater_equal(labels, 0)
+        labels = ops.where(kept, labels, 0)
+        check_ids_in_range(labels, self.num_labels, "TokenClassifier label")
+        weights = ops.cast(kept, "float32") * ops.cast(x["padding_mask"], "float32")
+        loss = weighted_cross_entropy(labels, y_pred, weights)
+        self.accuracy.update_state(labels, ops.cast(y_pred, "float32"), sample_weight=weights)
+        return scale_loss_for_replicas(loss)
