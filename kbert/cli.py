@@ -76,8 +76,9 @@ def _finetune_parser(commands):
     finetune.add_argument("--seed", type=int, default=0)
     finetune.add_argument("--output", default="runs/finetune",
                           help="folder for metrics.json, predictions.jsonl, model.keras and the resume backup")
-    finetune.add_argument("--pretrained", default="runs/pretrain",
-                          help="with no data arguments: the folder `kbert pretrain` wrote")
+    finetune.add_argument("--pretrained",
+                          help="with no data arguments: the folder `kbert pretrain` wrote "
+                               "(default runs/pretrain)")
     finetune.add_argument("--backend", choices=BACKENDS, help="Keras backend for this run")
 
 
@@ -113,6 +114,8 @@ def tour(args):
 
     import kbert
 
+    if args.model in kbert.models.T5_PRESETS:
+        raise SystemExit(f"kbert: the tour runs the encoders; {args.model} is an encoder-decoder.")
     try:
         model = kbert.models.build(args.model)
     except ValueError as error:
@@ -186,18 +189,24 @@ def pretrain(args):
 
 
 def finetune(args):
+    _one_line_errors(lambda: _finetune(args))
+
+
+def _finetune(args):
+    """The BBC News demo with no data arguments; otherwise a fine-tune of `--checkpoint` on the files."""
     from kbert.tasks import finetuning_run
 
-    training = dict(epochs=args.epochs, batch_size=args.batch_size, learning_rate=args.learning_rate,
-                    sequence_length=args.sequence_length, output=args.output, seed=args.seed)
+    options = dict(epochs=args.epochs, batch_size=args.batch_size, learning_rate=args.learning_rate,
+                   sequence_length=args.sequence_length, seed=args.seed)
     data = {"--task": args.task, "--checkpoint": args.checkpoint, "--train": args.train,
-            "--validation": args.validation}
-    if not any(data.values()):
-        return _one_line_errors(lambda: finetuning_run.run_bbc_news_comparison(args.pretrained, **training))
-    missing = [name for name, value in data.items() if not value]
+            "--validation": args.validation, "--vocabulary": args.vocabulary}
+    given = [name for name, value in data.items() if value]
+    if not given:
+        return finetuning_run.run_bbc_news_comparison(args.pretrained or "runs/pretrain", args.output, **options)
+    if args.pretrained:
+        raise ValueError(f"--pretrained is for the BBC News demo, which takes no {given[0]}.")
+    missing = [name for name, value in data.items() if not value and name != "--vocabulary"]
     if missing:
-        print(f"kbert: finetune needs {', '.join(missing)} too (or no data arguments, for the BBC "
-              "News demo).", file=sys.stderr)
-        raise SystemExit(2)
-    return _one_line_errors(lambda: finetuning_run.run_finetuning(
-        args.task, args.checkpoint, args.train, args.validation, vocabulary=args.vocabulary, **training))
+        raise ValueError(f"finetune needs {', '.join(missing)} too (or no data arguments, for the BBC News demo).")
+    return finetuning_run.run_finetuning(args.task, args.checkpoint, args.train, args.validation,
+                                         vocabulary=args.vocabulary, output=args.output, **options)

@@ -22,3 +22,8 @@ def test_tour_on_a_model_without_segments(capsys):
 def test_unknown_model_exits_with_one_line():
     with pytest.raises(SystemExit, match="^kbert: Unknown model 'bert_huge'"):
         cli.main(["tour", "--model", "bert_huge"])
+
+
+def test_tour_refuses_an_encoder_decoder():
+    with pytest.raises(SystemExit, match="^kbert: the tour runs the encoders; t5_small"):
+        cli.main(["tour", "--model", "t5_small"])

@@ -416,6 +416,14 @@ def test_layout_map_rules_cover_encoders_and_t5():
         assert layout[replicated] is None
 
 
+def test_layout_map_splits_over_the_axis_it_is_given():
+    mesh = keras.distribution.DeviceMesh((1, 1), ["data", "tensor"], ["cpu:0"])
+    layout = distribute.layout_map("bert_tiny", mesh, model_axis="tensor")
+    assert tuple(layout["transformer_layer_0/attention/query/kernel"].axes) == (None, "tensor")
+    assert tuple(layout["transformer_layer_1/output/kernel"].axes) == ("tensor", None)
+    assert tuple(layout["transformer_layer_0/intermediate/bias"].axes) == ("tensor",)
+
+
 def test_layout_map_rejects_bad_input():
     mesh = keras.distribution.DeviceMesh((1, 3), ["batch", "model"], ["cpu:0"] * 3)
     with pytest.raises(ValueError, match="not divisible: 128, 512, 2 heads"):

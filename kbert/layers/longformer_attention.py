@@ -111,12 +111,9 @@ class LongformerAttention(MultiHeadAttention):
 
     def build(self, query_shape, value_shape=None, key_shape=None):
         super().build(query_shape)
-        self.query_global_dense = self._dense(self.num_heads * self.key_dim, "query_global")
-        self.query_global_dense.build(query_shape)
-        self.key_global_dense = self._dense(self.num_heads * self.key_dim, "key_global")
-        self.key_global_dense.build(query_shape)
-        self.value_global_dense = self._dense(self.num_heads * self.value_dim, "value_global")
-        self.value_global_dense.build(query_shape)
+        self.query_global_dense, self.key_global_dense, self.value_global_dense = (
+            self._projections("_global", query_shape, query_shape, query_shape)
+        )
 
     def attention_pattern(self, sequence_length, global_positions=()):
         """The equivalent dense pattern: bool NumPy `(num_heads, n, n)`, True = attends.

@@ -100,15 +100,25 @@ class MultiHeadAttention(keras.layers.Layer):
         value_shape = tuple(value_shape or query_shape)
         key_shape = tuple(key_shape or value_shape)
         output_dim = self.output_dim or query_shape[-1]
-        self.query_dense = self._dense(self.num_heads * self.key_dim, "query")
-        self.query_dense.build(query_shape)
-        self.key_dense = self._dense(self.num_heads * self.key_dim, "key")
-        self.key_dense.build(key_shape)
-        self.value_dense = self._dense(self.num_heads * self.value_dim, "value")
-        self.value_dense.build(value_shape)
+        self.query_dense, self.key_dense, self.value_dense = self._projections(
+            "", query_shape, key_shape, value_shape
+        )
         self.output_dense = self._dense(output_dim, "output")
         self.output_dense.build(tuple(query_shape[:-1]) + (self.num_heads * self.value_dim,))
         self.built = True
+
+    def _projections(self, suffix, query_shape, key_shape, value_shape):
+        """The query, key and value projections, built; named `query<suffix>` and so on."""
+        projections = []
+        for name, head_dim, shape in (
+            ("query", self.key_dim, query_shape),
+            ("key", self.key_dim, key_shape),
+            ("value", self.value_dim, value_shape),
+        ):
+            dense = self._dense(self.num_heads * head_dim, name + suffix)
+            dense.build(shape)
+            projections.append(dense)
+        return projections
 
     @property
     def score_scale(self):
@@ -121,13 +131,7 @@ class MultiHeadAttention(keras.layers.Layer):
         return ops.reshape(x, (shape[0], shape[1], self.num_heads, head_dim))
 
     def call(
-        self,
-        query,
-        value=None,
-        key=None,
-        padding_mask=None,
-        attention_mask=None,
-        training=None,
+        self, query, value=None, key=None, padding_mask=None, attention_mask=None, training=None
     ):
         if self.self_attention_only:
             check_self_attention(self, value, key, attention_mask)

@@ -237,7 +237,8 @@ class Encoder(Backbone):
 
         Keras takes None for an optional input, but not a missing key
         (`Missing data for input`), and a symbolic call cannot take None
-        either; there the mask is zeros, which gives the same outputs.
+        either; there the mask is zeros, which gives the same outputs at the
+        real positions.
         """
         if not self.takes_global_attention_mask or not isinstance(inputs, dict):
             return inputs

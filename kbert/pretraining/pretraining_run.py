@@ -33,7 +33,7 @@ import time
 import keras
 import numpy as np
 
-from kbert.models.presets import PRESETS, build
+from kbert.models.presets import PRESETS, T5_PRESETS, build
 from kbert.pretraining.bert_pretrainer import BertPretrainer
 from kbert.pretraining.electra_pretrainer import ElectraPretrainer
 from kbert.pretraining.optimizers import create_optimizer
@@ -175,6 +175,11 @@ def _check_run(model, objective, steps, batch_size, sequence_length):
         raise ValueError(f"Unknown objective {objective!r}; expected one of {', '.join(OBJECTIVES)}.")
     if steps < 1 or batch_size < 1:
         raise ValueError(f"steps and batch size must be positive (received {steps}, {batch_size}).")
+    if model in T5_PRESETS:
+        raise ValueError(
+            f"kbert pretrain trains encoders; {model} is an encoder-decoder (pretrain T5 with "
+            "kbert.pretraining.SpanCorruption and kbert.tasks.Seq2SeqLM)."
+        )
     if model not in PRESETS:
         build(model)  # raises the unknown-model error, with close matches
     usable = PRESETS[model]["max_positions"] - PRESETS[model].get("position_offset", 0)

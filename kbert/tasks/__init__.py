@@ -7,6 +7,18 @@ from kbert.tasks.task import Task
 from kbert.tasks.text_classifier import TextClassifier
 from kbert.tasks.token_classifier import TokenClassifier
 
+
+def from_huggingface_task(path, num_choices=None, **overrides):
+    """Build a kbert task model, fine-tuned head included, from a local Hugging Face checkpoint.
+
+    See `kbert.checkpoints.task_head_converter.from_huggingface_task`; it lives
+    in `kbert.checkpoints` and is imported on first use.
+    """
+    from kbert.checkpoints.task_head_converter import from_huggingface_task as load
+
+    return load(path, num_choices=num_choices, **overrides)
+
+
 __all__ = [
     "MultipleChoice",
     "Seq2SeqLM",
@@ -14,4 +26,5 @@ __all__ = [
     "Task",
     "TextClassifier",
     "TokenClassifier",
+    "from_huggingface_task",
 ]

@@ -26,23 +26,33 @@ def bbc_news_folder():
 
 
 def _article(path):
-    with open(path, encoding="utf-8", errors="replace") as f:
-        return " ".join(f.read().split())
+    """The article's words, one space apart: UTF-8, or Latin-1 (as one of the BBC files is)."""
+    with open(path, "rb") as f:
+        raw = f.read()
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        text = raw.decode("latin-1")
+    return " ".join(text.split())
 
 
 def read_bbc_news(folder=None):
     """`(train, validation)` `TaskData` of `{"text", "label"}` examples; labels are the topics.
+
+    `folder` holds one subfolder of `.txt` articles per topic; by default,
+    the installed package's (`bbc_news_folder()`).
 
     >>> train, validation = read_bbc_news()
     >>> len(train.examples) + len(validation.examples), train.labels
     (2225, ['business', 'entertainment', 'politics', 'sports', 'tech'])
     """
     folder = folder or bbc_news_folder()
-    topics = sorted(t for t in os.listdir(folder) if os.path.isdir(os.path.join(folder, t)))
+    articles = {topic: sorted(n for n in os.listdir(os.path.join(folder, topic)) if n.endswith(".txt"))
+                for topic in sorted(os.listdir(folder)) if os.path.isdir(os.path.join(folder, topic))}
+    topics = [topic for topic, names in articles.items() if names]
     train, validation = [], []
     for topic in topics:
-        names = sorted(n for n in os.listdir(os.path.join(folder, topic)) if n.endswith(".txt"))
-        for index, name in enumerate(names):
+        for index, name in enumerate(articles[topic]):
             example = {"text": _article(os.path.join(folder, topic, name)), "label": topic}
             (validation if index % HELD_OUT_EVERY == HELD_OUT_EVERY - 1 else train).append(example)
     if not train or not validation:

@@ -19,6 +19,7 @@ import os
 import keras
 
 from kbert.models.backbone import Backbone
+from kbert.models.encoder import Encoder
 
 LEARNED_VOCABULARY_SIZE = 8000
 
@@ -26,6 +27,8 @@ LEARNED_VOCABULARY_SIZE = 8000
 def _tokenizer(path, lowercase=True):
     from kbert.text import SentencePieceTokenizer, WordPieceTokenizer
 
+    if not os.path.isfile(path):
+        raise FileNotFoundError(f"--vocabulary file not found: {path}")
     if path.endswith(".model"):
         return SentencePieceTokenizer(path)
     return WordPieceTokenizer(path, lowercase=lowercase)
@@ -65,7 +68,9 @@ def _learned_tokenizer(texts):
     return WordPieceTokenizer(learn_word_piece_vocabulary(texts, LEARNED_VOCABULARY_SIZE), lowercase=True)
 
 
-def _check_vocabulary(backbone, tokenizer, checkpoint):
+def _check_backbone(backbone, tokenizer, checkpoint):
+    if not isinstance(backbone, Encoder):
+        raise ValueError(f"{checkpoint} holds a {type(backbone).__name__}; kbert finetune fine-tunes encoders.")
     if tokenizer.vocabulary_size > backbone.vocabulary_size:
         raise ValueError(
             f"The vocabulary has {tokenizer.vocabulary_size:,} tokens but {checkpoint} has "
@@ -78,8 +83,8 @@ def load_checkpoint(checkpoint, vocabulary=None, texts=()):
 
     Raises:
         FileNotFoundError: a path that does not exist, or no vocabulary beside it.
-        ValueError: an unknown builder name, a model with no backbone, or a
-            vocabulary larger than the model's token table.
+        ValueError: an unknown builder name, a model with no encoder (a T5),
+            or a vocabulary larger than the model's token table.
 
     Example:
     >>> backbone, tokenizer = load_checkpoint("bert_tiny", texts=["a small example text"] * 4)
@@ -99,8 +104,10 @@ def load_checkpoint(checkpoint, vocabulary=None, texts=()):
         import kbert.pretraining  # noqa: F401  (registers the pretrainers a saved model may be)
         backbone = _backbone_of(keras.saving.load_model(checkpoint), checkpoint)
         tokenizer = _tokenizer(vocabulary or _vocabulary_beside(os.path.dirname(checkpoint) or ".", checkpoint))
+    elif "/" in checkpoint or os.sep in checkpoint:  # a path, where builder names have none
+        raise FileNotFoundError(f"--checkpoint not found: {checkpoint}")
     else:
         tokenizer = _tokenizer(vocabulary) if vocabulary else _learned_tokenizer(list(texts))
         backbone = build(checkpoint, vocabulary_size=tokenizer.vocabulary_size)
-    _check_vocabulary(backbone, tokenizer, checkpoint)
+    _check_backbone(backbone, tokenizer, checkpoint)
     return backbone, tokenizer

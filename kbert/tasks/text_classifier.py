@@ -5,7 +5,8 @@ from keras import ops
 
 from kbert.backend_utils import check_ids_in_range, scale_loss_for_replicas
 from kbert.layers.activations import get_activation, serialize_activation
-from kbert.tasks.heads import encode, head_dense, head_dropout, task_targets
+from kbert.tasks.heads import encode, head_dense, head_dropout, labelled, task_targets
+from kbert.tasks.losses import weighted_cross_entropy, weighted_mean
 from kbert.tasks.task import Task
 
 
@@ -41,7 +42,8 @@ class TextClassifier(Task):
     `num_classes=1` is regression (STS-B): the loss is the mean squared error
     and the metric `mean_squared_error`. Otherwise the loss is the mean
     softmax cross-entropy and the metric `accuracy`. Losses are computed in
-    float32 in `compute_loss`.
+    float32 in `compute_loss`, as `Σ w·loss / (Σ w + 1e-5)`: rows labelled -1
+    (NaN for regression), which only pad a batch, have weight 0.
 
     Sentence pairs are packed by the data pipeline as `[CLS] A [SEP] B [SEP]`
     with `segment_ids` 0 then 1. On a Longformer backbone the first token is
@@ -66,7 +68,7 @@ class TextClassifier(Task):
         logits `(batch, num_classes)` (the predicted value for regression).
 
     Targets (`y` in `fit`): dict with `labels`: int `(batch,)` class ids, or
-    float `(batch,)` values for regression.
+    float `(batch,)` values for regression; -1 (NaN) for a row left out.
 
     Example:
     >>> import kbert
@@ -123,17 +125,17 @@ class TextClassifier(Task):
         return self.output_dense(self.dropout_layer(features, training=training))
 
     def compute_loss(self, x=None, y=None, y_pred=None, sample_weight=None, training=True):
-        """Mean cross-entropy, or mean squared error for regression, in float32."""
+        """Mean cross-entropy, or mean squared error for regression, over the labelled rows."""
         labels = task_targets(y, ("labels",), "TextClassifier", sample_weight)["labels"]
         logits = ops.cast(y_pred, "float32")
-        if self.num_classes == 1:
-            predictions = logits[:, 0]
-            labels = ops.reshape(ops.cast(labels, "float32"), ops.shape(predictions))
-            loss = ops.mean(ops.square(predictions - labels))
-            self.label_metric.update_state(labels[:, None], predictions[:, None])
-        else:
+        if self.num_classes > 1:
+            labels, weights = labelled(labels)
             check_ids_in_range(labels, self.num_classes, "TextClassifier label")
-            losses = keras.losses.sparse_categorical_crossentropy(labels, logits, from_logits=True)
-            loss = ops.mean(losses)
-            self.label_metric.update_state(labels, logits)
-        return scale_loss_for_replicas(loss)
+            self.label_metric.update_state(labels, logits, sample_weight=weights)
+            return scale_loss_for_replicas(weighted_cross_entropy(labels, logits, weights))
+        predictions = logits[:, 0]
+        labels = ops.reshape(ops.cast(labels, "float32"), ops.shape(predictions))
+        weights = ops.cast(ops.logical_not(ops.isnan(labels)), "float32")
+        labels = ops.where(weights > 0, labels, 0.0)
+        self.label_metric.update_state(labels[:, None], predictions[:, None], weights)
+        return scale_loss_for_replicas(weighted_mean(ops.square(predictions - labels), weights))

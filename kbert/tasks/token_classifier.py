@@ -4,7 +4,7 @@ import keras
 from keras import ops
 
 from kbert.backend_utils import check_ids_in_range, scale_loss_for_replicas
-from kbert.tasks.heads import encode, head_dense, head_dropout, task_targets
+from kbert.tasks.heads import encode, head_dense, head_dropout, labelled, task_targets
 from kbert.tasks.losses import weighted_cross_entropy
 from kbert.tasks.task import Task
 
@@ -82,10 +82,9 @@ class TokenClassifier(Task):
                 "TokenClassifier labels must have shape (batch, sequence); "
                 f"received shape {tuple(labels.shape)}."
             )
-        kept = ops.greater_equal(labels, 0)
-        labels = ops.where(kept, labels, 0)
+        labels, weights = labelled(labels)
         check_ids_in_range(labels, self.num_labels, "TokenClassifier label")
-        weights = ops.cast(kept, "float32") * ops.cast(x["padding_mask"], "float32")
+        weights = weights * ops.cast(x["padding_mask"], "float32")
         loss = weighted_cross_entropy(labels, y_pred, weights)
         self.accuracy.update_state(labels, ops.cast(y_pred, "float32"), sample_weight=weights)
         return scale_loss_for_replicas(loss)

@@ -48,7 +48,7 @@ def _hf_logits(hf_model, batch):
 
 def _imported(hf_model, tmp_path, **options):
     hf_model.save_pretrained(tmp_path)
-    return from_huggingface_task(tmp_path, **options)
+    return kbert.tasks.from_huggingface_task(tmp_path, **options)
 
 
 @pytest.mark.parametrize(
@@ -108,6 +108,18 @@ def test_longformer_classifier_puts_global_attention_on_cls_like_transformers(tm
     model = _imported(hf_model, tmp_path)
     assert model.hidden_activation == "tanh"
     batch = _batch("roberta")
+    assert np.abs(to_numpy(model(batch)) - _hf_logits(hf_model, batch)).max() <= TOLERANCE
+
+
+def test_big_bird_classifier_uses_the_config_activation(tmp_path):
+    # 11 tokens with blocks of 4: both models take full attention.
+    config = transformers.BigBirdConfig(
+        **dict(FAMILIES["bert"][2], block_size=4, num_random_blocks=1, num_labels=3)
+    )
+    hf_model = randomize(transformers.BigBirdForSequenceClassification(config))
+    model = _imported(hf_model, tmp_path)
+    assert model.hidden_activation == "gelu_approximate"  # BigBird's gelu_new
+    batch = _batch("bert")
     assert np.abs(to_numpy(model(batch)) - _hf_logits(hf_model, batch)).max() <= TOLERANCE
 
 

@@ -210,7 +210,7 @@ def test_global_attention_mask_reaches_an_attention_with_global_tokens():
     assert attention.takes_global_attention_mask and not MultiHeadAttention.takes_global_attention_mask
     layer = TransformerEncoder(HEADS, INTERMEDIATE, dropout=0.0, attention_layer=attention)
     inputs = make_inputs()
-    x, mask = inputs["inputs"], inputs["padding_mask"]
+    x, mask = ops.convert_to_tensor(inputs["inputs"]), inputs["padding_mask"]
     global_mask = np.zeros((BATCH, LENGTH), "int32")
     global_mask[:, 0] = 1
     actual = to_numpy(layer(x, padding_mask=mask, global_attention_mask=global_mask))

@@ -89,6 +89,7 @@ def test_interrupted_run_resumes_from_its_last_epoch(corpus, tmp_path, monkeypat
         (["--sequence-length", "1024"], "kbert: Sequence length 1024 exceeds the 512 positions"),
         (["--objective", "mlm_sop"], "kbert: Unknown objective 'mlm_sop'"),
         (["--model", "bert_huge"], "kbert: Unknown model 'bert_huge'"),
+        (["--model", "t5_small"], "kbert: kbert pretrain trains encoders; t5_small is an encoder-decoder"),
     ],
 )
 def test_bad_input_stops_with_one_line(arguments, message, tmp_path, capsys):

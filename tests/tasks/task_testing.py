@@ -76,8 +76,14 @@ def np_cross_entropy(labels, logits):
     return -np.take_along_axis(log_probabilities, np.asarray(labels)[..., None], axis=-1)[..., 0]
 
 
+def np_weighted_mean(values, weights):
+    """The task losses' mean over kept entries: `Σ w·values / (Σ w + 1e-5)`."""
+    weights = np.asarray(weights, np.float64)
+    return (weights * values).sum() / (weights.sum() + 1e-5)
+
+
 def keras_round_trip(model, x, tmp_path):
-    """`model` saved to a `.keras` file and loaded back, checked to give identical outputs on `x`."""
+    """`model` saved to a `.keras` file and loaded back; checks identical outputs on `x`."""
     expected = to_numpy(model(x))
     model.save(tmp_path / "task.keras")
     restored = keras.saving.load_model(tmp_path / "task.keras")

@@ -11,11 +11,7 @@ from kbert.tasks.question_answering_dataset import (  # noqa: E402
     question_answering_dataset,
     question_answering_windows,
 )
-from kbert.text import (
-    SentencePieceTokenizer,
-    WordPieceTokenizer,
-    train_sentence_piece,
-)  # noqa: E402
+from kbert.text import SentencePieceTokenizer, train_sentence_piece  # noqa: E402
 
 WORDS = [f"w{i}" for i in range(20)]
 VOCABULARY = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "where", "is", "it", "?", "."] + WORDS
@@ -27,18 +23,6 @@ def squad_example(text, start=None, context=CONTEXT, question="where is it?", id
     answers = [{"text": text, "answer_start": start}] if text else []
     return {"id": id, "question": question, "context": context, "answers": answers,
             "is_impossible": not text}  # fmt: skip
-
-
-@pytest.fixture(scope="module")
-def vocab_path(tmp_path_factory):
-    path = tmp_path_factory.mktemp("vocab") / "vocab.txt"
-    path.write_text("".join(t + "\n" for t in VOCABULARY), encoding="utf-8")
-    return str(path)
-
-
-@pytest.fixture(scope="module")
-def tokenizer(vocab_path):
-    return WordPieceTokenizer(vocab_path)
 
 
 def context_tokens(windows, w):

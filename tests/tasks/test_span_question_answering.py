@@ -9,6 +9,7 @@ from task_testing import (
     fine_tune,
     keras_round_trip,
     np_cross_entropy,
+    np_weighted_mean,
     random_inputs,
     tiny_encoder,
 )
@@ -44,15 +45,18 @@ def test_masked_logits_on_every_encoder(family):
 def test_loss_and_accuracies_match_numpy():
     model = SpanQuestionAnswering(tiny_encoder())
     x = random_inputs(1, BATCH)
-    y = {"start_positions": np.array([0, 3, 5, 2]), "end_positions": np.array([0, 4, 7, 2])}
+    # The last row only pads the batch (positions -1): it counts nowhere.
+    y = {"start_positions": np.array([0, 3, 5, -1]), "end_positions": np.array([0, 4, 7, -1])}
     y_pred = to_numpy(model(x))
     loss = float(to_numpy(model.compute_loss(x, y, y_pred)))
-    start = np_cross_entropy(y["start_positions"], y_pred["start_logits"]).mean()
-    end = np_cross_entropy(y["end_positions"], y_pred["end_logits"]).mean()
-    np.testing.assert_allclose(loss, (start + end) / 2, rtol=1e-6)
+    kept = np.array([1, 1, 1, 0])
+    start = np_cross_entropy(np.maximum(y["start_positions"], 0), y_pred["start_logits"])
+    end = np_cross_entropy(np.maximum(y["end_positions"], 0), y_pred["end_logits"])
+    expected = (np_weighted_mean(start, kept) + np_weighted_mean(end, kept)) / 2
+    np.testing.assert_allclose(loss, expected, rtol=1e-6)
     for name, metric in (("start", model.start_accuracy), ("end", model.end_accuracy)):
         hits = y_pred[f"{name}_logits"].argmax(-1) == y[f"{name}_positions"]
-        assert float(metric.result()) == pytest.approx(hits.mean())
+        assert float(metric.result()) == pytest.approx(hits[:3].mean())
 
 
 def test_longformer_question_tokens_are_global():
@@ -83,6 +87,16 @@ def test_keras_file_round_trip(tmp_path):
     x = random_inputs(4, BATCH, num_segments=1)
     x["question_mask"] = _question_mask(x)
     keras_round_trip(model, x, tmp_path)
+
+
+def test_logits_are_float32_under_mixed_bfloat16():
+    model = SpanQuestionAnswering(tiny_encoder(dtype="mixed_bfloat16"))
+    x = random_inputs(7, BATCH)
+    outputs = to_numpy(model(x))
+    assert outputs["start_logits"].dtype == np.float32
+    assert (outputs["end_logits"][x["padding_mask"] == 0] == -1e9).all()
+    y = {"start_positions": np.array([0, 1, 2, 3]), "end_positions": np.array([0, 1, 3, 3])}
+    assert np.isfinite(to_numpy(model.compute_loss(x, y, model(x))))
 
 
 def test_xla_call_matches_eager():

@@ -20,11 +20,7 @@ from kbert.tasks.task_datasets import (  # noqa: E402
     text_classification_dataset,
     token_classification_dataset,
 )
-from kbert.text import (
-    SentencePieceTokenizer,
-    WordPieceTokenizer,
-    train_sentence_piece,
-)  # noqa: E402
+from kbert.text import SentencePieceTokenizer, train_sentence_piece  # noqa: E402
 
 VOCABULARY = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + [
     "the", "cat", "sat", "on", "mat", "dog", "ran", "un", "##aff", "##able", "u", "s", ".",
@@ -39,18 +35,6 @@ SENTENCES = [
     {"words": ["a", "good", "film", ",", "the", "mat", "ran", "on", "the", "dog", "."],
      "tags": ["O"] * 9 + ["B-MISC", "O"]},
 ]  # fmt: skip
-
-
-@pytest.fixture(scope="module")
-def vocab_path(tmp_path_factory):
-    path = tmp_path_factory.mktemp("vocab") / "vocab.txt"
-    path.write_text("".join(t + "\n" for t in VOCABULARY), encoding="utf-8")
-    return str(path)
-
-
-@pytest.fixture(scope="module")
-def tokenizer(vocab_path):
-    return WordPieceTokenizer(vocab_path)
 
 
 def batches(dataset):

@@ -1,6 +1,7 @@
 """TextClassifier: every encoder, both heads against NumPy, the losses, .keras round trip,
 XLA, learning."""
 
+import keras
 import numpy as np
 import pytest
 from helpers import assert_close, dense_weights, np_dense, np_gelu, to_numpy, xla_call
@@ -9,6 +10,7 @@ from task_testing import (
     fine_tune,
     keras_round_trip,
     np_cross_entropy,
+    np_weighted_mean,
     random_inputs,
     tiny_encoder,
 )
@@ -45,26 +47,29 @@ def test_head_matches_numpy(hidden_activation):
 
 def test_classification_loss_and_accuracy_match_numpy():
     model = TextClassifier(tiny_encoder(), num_classes=3)
-    x, y = random_inputs(2, BATCH), {"labels": np.array([2, 0, 1, 1], "int32")}
-    logits = model(x)
+    # The last row only pads the batch (label -1): it counts nowhere.
+    x, y = random_inputs(2, BATCH), {"labels": np.array([2, 0, 1, -1], "int32")}
+    logits = to_numpy(model(x))
     loss = float(to_numpy(model.compute_loss(x, y, logits)))
-    expected = np_cross_entropy(y["labels"], to_numpy(logits)).mean()
+    kept = y["labels"] >= 0
+    expected = np_weighted_mean(np_cross_entropy(np.maximum(y["labels"], 0), logits), kept)
     np.testing.assert_allclose(loss, expected, rtol=1e-6)
-    hits = to_numpy(logits).argmax(-1) == y["labels"]
-    assert float(model.label_metric.result()) == pytest.approx(hits.mean())
+    hits = logits.argmax(-1) == y["labels"]
+    assert float(model.label_metric.result()) == pytest.approx(hits[kept].mean())
     assert model.label_metric.name == "accuracy"
 
 
 def test_regression_is_mean_squared_error():
     model = TextClassifier(tiny_encoder(), num_classes=1)
-    x, y = random_inputs(3, BATCH), {"labels": np.array([0.5, 4.0, 2.5, 1.0], "float32")}
+    # The last row only pads the batch (label NaN): it counts nowhere.
+    x, y = random_inputs(3, BATCH), {"labels": np.array([0.5, 4.0, 2.5, np.nan], "float32")}
     predictions = model(x)
     assert tuple(predictions.shape) == (BATCH, 1)
     loss = float(to_numpy(model.compute_loss(x, y, predictions)))
-    expected = ((to_numpy(predictions)[:, 0] - y["labels"]) ** 2).mean()
-    np.testing.assert_allclose(loss, expected, rtol=1e-6)
+    errors = (to_numpy(predictions)[:3, 0] - y["labels"][:3]) ** 2
+    np.testing.assert_allclose(loss, np_weighted_mean(errors, np.ones(3)), rtol=1e-6)
     assert model.label_metric.name == "mean_squared_error"
-    np.testing.assert_allclose(float(model.label_metric.result()), expected, rtol=1e-6)
+    np.testing.assert_allclose(float(model.label_metric.result()), errors.mean(), rtol=1e-6)
 
 
 def test_longformer_makes_the_first_token_global():
@@ -82,6 +87,18 @@ def test_keras_file_round_trip(tmp_path):
     model = TextClassifier(tiny_encoder("roberta"), 5, dropout=0.2, hidden_activation="tanh")
     restored = keras_round_trip(model, random_inputs(5, BATCH, num_segments=1), tmp_path)
     assert (restored.num_classes, restored.dropout, restored.hidden_activation) == (5, 0.2, "tanh")
+
+
+def test_mixed_bfloat16_logits_and_a_float32_loss():
+    backbone = tiny_encoder(dtype="mixed_bfloat16")
+    model = TextClassifier(backbone, num_classes=3, hidden_activation="tanh")
+    x = random_inputs(8, BATCH)
+    logits = model(x)
+    assert keras.backend.standardize_dtype(logits.dtype) == "bfloat16"
+    assert all(keras.backend.standardize_dtype(w.dtype) == "float32" for w in model.weights)
+    loss = model.compute_loss(x, {"labels": np.array([0, 1, 2, 0])}, logits)
+    assert keras.backend.standardize_dtype(loss.dtype) == "float32"
+    assert np.isfinite(to_numpy(loss))
 
 
 def test_xla_call_matches_eager():
@@ -103,7 +120,7 @@ def _token_7_data(seed, batch):
 
 def test_fine_tune_learns_whether_token_7_occurs():
     model = TextClassifier(tiny_encoder(), num_classes=2, dropout=0.0)
-    history = fine_tune(model, *_token_7_data(seed=10, batch=128), epochs=6)
+    history = fine_tune(model, *_token_7_data(seed=10, batch=128), epochs=8)
     x, y = _token_7_data(seed=11, batch=64)
     accuracy = (to_numpy(model(x)).argmax(-1) == y["labels"]).mean()
     print(f"token-7 classifier: loss {history['loss'][0]:.3f} -> {history['loss'][-1]:.3f}, "

@@ -1,0 +1,127 @@
+"""Tiny synthetic files for every `kbert finetune` task, and a WordPiece vocabulary that covers them.
+
+Shared by the fine-tuning job's tests (tests/tasks/test_finetuning_*.py) and
+the CLI's (tests/test_cli.py). Each writer returns the path it wrote.
+"""
+
+import csv
+import json
+import os
+
+POSITIVE, NEGATIVE = ("good", "great", "fine"), ("bad", "awful", "dull")
+CONTEXT = "bob is in paris. alice is in france."
+WORDS = (*POSITIVE, *NEGATIVE, "the", "film", "plot", "was", "it", "is", "in", "where", "who", "bob",
+         "alice", "paris", "france", "lives", "new", "york", "##ian", ".", "?")
+VOCABULARY = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *WORDS)
+TAGS = {"bob": "B-PER", "alice": "B-PER", "new": "B-LOC", "york": "I-LOC", "paris": "B-LOC",
+        "parisian": "B-MISC"}
+
+
+def write_vocabulary(folder):
+    path = os.path.join(folder, "vocab.txt")
+    with open(path, "w", encoding="utf-8") as f:
+        f.write("\n".join(VOCABULARY) + "\n")
+    return path
+
+
+def write_table(path, rows):
+    """`rows` (dicts with the same keys) as CSV, TSV (by the suffix, with a header) or JSONL."""
+    path = os.fspath(path)
+    with open(path, "w", encoding="utf-8", newline="") as f:
+        if path.endswith(".jsonl"):
+            f.writelines(json.dumps(row) + "\n" for row in rows)
+            return path
+        writer = csv.DictWriter(f, fieldnames=list(rows[0]), delimiter="\t" if path.endswith(".tsv") else ",")
+        writer.writeheader()
+        writer.writerows(rows)
+    return path
+
+
+def classification_rows(count, pairs=False, classes=2):
+    """Sentences of two positive or two negative words; with `classes=3`, "neutral" ones of neither."""
+    rows = []
+    for i in range(count):
+        label = i % classes
+        words = (POSITIVE, NEGATIVE, ("film", "plot"))[label]
+        row = {"text": f"the {words[i % 2]} {words[(i + 1) % 2]} film"}
+        if pairs:
+            row["text_pair"] = "it was the plot"
+        row["label"] = ("pos", "neg", "neutral")[label] if classes < 3 else label
+        rows.append(row)
+    return rows
+
+
+def regression_rows(count):
+    """Sentences whose label is their number of positive words (0 to 3)."""
+    return [{"text": " ".join(["good"] * (i % 4) + ["the", "film"]), "label": float(i % 4)}
+            for i in range(count)]
+
+
+def write_conll(path, count):
+    """`count` CoNLL-2003 sentences (word, POS, chunk, tag) after a `-DOCSTART-` line."""
+    sentences = [["bob", "lives", "in", "new", "york"], ["alice", "is", "parisian", "."]]
+    lines = ["-DOCSTART- -X- -X- O", ""]
+    for i in range(count):
+        lines += [f"{word} NN I-NP {TAGS.get(word, 'O')}" for word in sentences[i % 2]] + [""]
+    with open(path, "w", encoding="utf-8") as f:
+        f.write("\n".join(lines))
+    return os.fspath(path)
+
+
+def squad(count, version="1.1"):
+    """A SQuAD dict of `count` questions on one context; v2.0 adds unanswerable ones."""
+    answers = {"where is bob?": ("paris", 10), "where is alice?": ("france", 29)}
+    questions = []
+    for i in range(count):
+        question = list(answers)[i % 2]
+        text, start = answers[question]
+        questions.append({"id": f"q{i}", "question": question,
+                          "answers": [{"text": text, "answer_start": start}]})
+        if version == "2.0" and i % 2:
+            questions.append({"id": f"n{i}", "question": "who is in france?", "answers": [],
+                              "is_impossible": True})
+    return {"version": version, "data": [{"title": "t", "paragraphs": [{"context": CONTEXT, "qas": questions}]}]}
+
+
+def write_json(path, value):
+    with open(path, "w", encoding="utf-8") as f:
+        json.dump(value, f)
+    return os.fspath(path)
+
+
+def swag_rows(count, endings=4):
+    """SWAG rows whose right ending is the only positive one."""
+    rows = []
+    for i in range(count):
+        label = i % endings
+        row = {"video-id": f"v{i}", "sent1": "the film was", "sent2": "it was"}
+        row.update({f"ending{k}": "good" if k == label else NEGATIVE[k % 3] for k in range(endings)})
+        rows.append({**row, "label": label})
+    return rows
+
+
+SUFFIXES = {"classify": ".csv", "regress": ".csv", "tag": ".txt", "qa": ".json", "choice": ".csv"}
+
+
+def write_task_files(task, folder, count=8, suffix=None, **options):
+    """`(train, validation)` files of `task` in `folder`: `count` training rows, half as many to validate.
+
+    `suffix` picks the table format of `classify` and `regress` (default
+    `SUFFIXES[task]`); `options` go to the row makers (`pairs`, `classes`;
+    `version` for `qa`; `endings` for `choice`).
+    """
+    suffix = suffix or SUFFIXES[task]
+    paths = [os.path.join(folder, f"{name}{suffix}") for name in ("train", "dev")]
+    counts = (count, max(count // 2, 2))
+    for path, rows in zip(paths, counts):
+        if task == "classify":
+            write_table(path, classification_rows(rows, **options))
+        elif task == "regress":
+            write_table(path, regression_rows(rows))
+        elif task == "tag":
+            write_conll(path, rows)
+        elif task == "qa":
+            write_json(path, squad(rows, **options))
+        else:
+            write_table(path, swag_rows(rows, **options))
+    return paths
