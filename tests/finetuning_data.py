@@ -1,12 +1,17 @@
-"""Tiny synthetic files for every `kbert finetune` task, and a WordPiece vocabulary that covers them.
+"""Tiny synthetic files for every `kbert finetune` task, a vocabulary and a checkpoint that cover them,
+and the check of what a finished run saves.
 
-Shared by the fine-tuning job's tests (tests/tasks/test_finetuning_*.py) and
-the CLI's (tests/test_cli.py). Each writer returns the path it wrote.
+Shared by the fine-tuning job's tests (tests/tasks/test_finetuning_*.py,
+test_checkpoint_loading.py) and the CLI's (tests/test_cli.py). Each writer
+returns the path it wrote.
 """
 
 import csv
 import json
 import os
+
+import keras
+import numpy as np
 
 POSITIVE, NEGATIVE = ("good", "great", "fine"), ("bad", "awful", "dull")
 CONTEXT = "bob is in paris. alice is in france."
@@ -15,6 +20,18 @@ WORDS = (*POSITIVE, *NEGATIVE, "the", "film", "plot", "was", "it", "is", "in", "
 VOCABULARY = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *WORDS)
 TAGS = {"bob": "B-PER", "alice": "B-PER", "new": "B-LOC", "york": "I-LOC", "paris": "B-LOC",
         "parisian": "B-MISC"}
+
+
+def write_checkpoint(folder):
+    """A one-layer, 16-wide BERT as `folder/model.keras` with `vocab.txt` beside it (as `kbert pretrain` leaves)."""
+    import kbert
+
+    write_vocabulary(folder)
+    backbone = kbert.models.build("bert_tiny", num_layers=1, num_heads=2, hidden_dim=16, intermediate_dim=32,
+                                  vocabulary_size=len(VOCABULARY), max_positions=32, dropout=0.0)
+    path = os.path.join(folder, "model.keras")
+    backbone.save(path)
+    return path
 
 
 def write_vocabulary(folder):
@@ -125,3 +142,20 @@ def write_task_files(task, folder, count=8, suffix=None, **options):
         else:
             write_table(path, swag_rows(rows, **options))
     return paths
+
+
+def check_saved(output, metrics, model_class):
+    """What a finished run leaves in `output` (a `pathlib.Path`): metrics.json holding `metrics`,
+    predictions.jsonl (its rows are returned), a model.keras of `model_class` that loads back, no backup."""
+    import kbert.tasks  # noqa: F401  (registers the task models)
+
+    assert sorted(os.listdir(output)) == ["metrics.json", "model.keras", "predictions.jsonl"]
+    with open(output / "metrics.json") as f:
+        saved = json.load(f)
+    assert list(saved) == list(metrics)
+    assert all(saved[k] == v or (np.isnan(saved[k]) and np.isnan(v)) for k, v in metrics.items())
+    assert metrics["backend"] == keras.backend.backend()
+    with open(output / "predictions.jsonl", encoding="utf-8") as f:
+        rows = [json.loads(line) for line in f]
+    assert isinstance(keras.saving.load_model(output / "model.keras"), model_class)
+    return rows

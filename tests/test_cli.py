@@ -1,5 +1,7 @@
 """The `kbert` command: the tour runs on the current backend; bad input exits with one line."""
 
+import json
+
 import pytest
 
 from kbert import cli
@@ -27,3 +29,103 @@ def test_unknown_model_exits_with_one_line():
 def test_tour_refuses_an_encoder_decoder():
     with pytest.raises(SystemExit, match="^kbert: the tour runs the encoders; t5_small"):
         cli.main(["tour", "--model", "t5_small"])
+
+
+# --- finetune: a run on a tiny checkpoint, and the bad input that stops it with one line ---
+
+
+def test_finetune_runs_with_the_options_given(tmp_path, capsys):
+    from finetuning_data import check_saved, write_checkpoint, write_task_files
+
+    from kbert.tasks import TextClassifier
+
+    train, validation = write_task_files("classify", tmp_path, pairs=True)
+    output = tmp_path / "run"
+    assert cli.main(["finetune", "--task", "classify", "--checkpoint", write_checkpoint(tmp_path),
+                     "--train", train, "--validation", validation, "--epochs", "1", "--batch-size", "4",
+                     "--learning-rate", "0.002", "--sequence-length", "24", "--seed", "3",
+                     "--output", str(output)]) == 0
+    with open(output / "metrics.json") as f:
+        metrics = json.load(f)
+    assert (metrics["epochs"], metrics["batch_size"], metrics["learning_rate"], metrics["sequence_length"]) == (
+        1, 4, 0.002, 24)
+    assert all(0 <= metrics[name] <= 1 for name in ("accuracy", "f1")) and -1 <= metrics["matthews_correlation"] <= 1
+    rows = check_saved(output, metrics, TextClassifier)
+    assert [row["label"] for row in rows] == ["pos", "neg", "pos", "neg"]
+    assert "Validation: accuracy" in capsys.readouterr().out
+
+
+def _finetune_error(arguments, capsys):
+    """The one line that `kbert finetune arguments` stops with, after checking the exit status 2."""
+    with pytest.raises(SystemExit) as stop:
+        cli.main(["finetune", *arguments])
+    assert stop.value.code == 2
+    error = capsys.readouterr().err
+    assert error.startswith("kbert: ") and error.count("\n") == 1
+    return error
+
+
+def _bad_files(case, folder):
+    """`(task, train, validation)` files of `finetuning_data` with one flaw, for `case`."""
+    from finetuning_data import classification_rows, squad, swag_rows, write_json, write_table, write_task_files
+
+    if case == "unseen label":
+        train, validation = write_task_files("classify", folder)
+        write_table(validation, [*classification_rows(2), {"text": "the plot", "label": "maybe"}])
+        return "classify", train, validation
+    if case == "answer not at answer_start":
+        train, validation = write_task_files("qa", folder)
+        data = squad(4)
+        data["data"][0]["paragraphs"][0]["qas"][3]["answers"][0]["answer_start"] = 28
+        return "qa", train, write_json(validation, data)
+    if case in ("choice counts", "choice counts between files"):
+        train, validation = write_task_files("choice", folder)
+        rows = swag_rows(4, endings=3 if case == "choice counts between files" else 4)
+        rows[2]["ending1"] = ""
+        return "choice", train, write_table(validation, rows if case == "choice counts" else rows[:2])
+    if case == "empty file":
+        train, validation = write_task_files("tag", folder)
+        open(train, "w").close()
+        return "tag", train, validation
+    train, validation = write_task_files("regress", folder, suffix=".jsonl")  # "missing column"
+    write_table(validation, [{"text": "the film", "label": 1.0}, {"text": "good film"}])
+    return "regress", train, validation
+
+
+@pytest.mark.parametrize(
+    "case, message",
+    [
+        ("unseen label", "dev.csv, line 4: label 'maybe' was not seen in training"),
+        ("answer not at answer_start", "dev.json, question q3: the answer 'france' is not at its answer_start 28"),
+        ("choice counts", "dev.csv, line 4: 3 choices where the other rows have 4"),
+        ("choice counts between files", "dev.csv, line 1: 3 ending columns where the training file has 4"),
+        ("empty file", "train.txt is empty"),
+        ("missing column", "dev.jsonl, line 2: no key 'label'"),
+    ],
+)
+def test_finetune_names_the_file_and_row_of_bad_input(case, message, tmp_path, capsys):
+    task, train, validation = _bad_files(case, tmp_path)
+    error = _finetune_error(["--task", task, "--checkpoint", "bert_tiny", "--train", train,
+                             "--validation", validation, "--output", str(tmp_path / "run")], capsys)
+    assert str(tmp_path) in error and message in error
+    assert not (tmp_path / "run").exists()
+
+
+@pytest.mark.parametrize(
+    "arguments, message",
+    [
+        (["--task", "classify"], "kbert: finetune needs --checkpoint, --train, --validation too"),
+        (["--vocabulary", "vocab.txt"], "kbert: finetune needs --task, --checkpoint, --train, --validation too"),
+        (["--pretrained", "runs/p", "--checkpoint", "bert_tiny"],
+         "kbert: --pretrained is for the BBC News demo, which takes no --checkpoint"),
+        (["--task", "tag", "--checkpoint", "bert_tiny", "--train", "{folder}/no.txt", "--validation", "{folder}/no.txt"],
+         "kbert: --train file not found: {folder}/no.txt"),
+        (["--task", "classify", "--checkpoint", "bert_tiny", "--train", "{folder}/file", "--validation",
+          "{folder}/file", "--output", "{folder}/file"], "kbert: --output {folder}/file exists and is not a folder"),
+        (["--pretrained", "{folder}"], "kbert: No pretrained model at {folder}/model.keras: run `kbert pretrain` first"),
+    ],
+)
+def test_finetune_arguments_that_do_not_fit(arguments, message, tmp_path, capsys):
+    (tmp_path / "file").write_text("text,label\n")
+    arguments = [argument.format(folder=tmp_path) for argument in arguments]
+    assert _finetune_error(arguments, capsys).startswith(message.format(folder=tmp_path))

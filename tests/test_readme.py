@@ -19,3 +19,4 @@ def test_readme_python_examples_run(capsys):
     printed = capsys.readouterr().out
     assert "4,385,920" in printed
     assert "(2, 2, 1000)" in printed.replace("torch.Size([2, 2, 1000])", "(2, 2, 1000)")
+    assert "(1, 3)" in printed  # the fine-tuned classifier's logits

@@ -10,22 +10,12 @@ each registering itself when imported here. Adding a family: one converter
 module, and its import below.
 """
 
-import json
 import os
 
 # Importing a converter module registers its converters.
 from kbert.checkpoints import bert_converter, long_document_converter, t5_converter  # noqa: F401
 from kbert.checkpoints.registry import converter_for
-
-
-def _read_config(directory):
-    if not os.path.isdir(directory):
-        raise FileNotFoundError(f"Hugging Face checkpoint directory not found: {directory}")
-    config_file = os.path.join(directory, "config.json")
-    if not os.path.isfile(config_file):
-        raise FileNotFoundError(f"No config.json in {directory}.")
-    with open(config_file) as f:
-        return json.load(f)
+from kbert.checkpoints.weight_mapping import read_config
 
 
 def from_huggingface(path, **overrides):
@@ -71,7 +61,7 @@ def from_huggingface(path, **overrides):
     ```
     """
     directory = os.fspath(path)
-    config = _read_config(directory)
+    config = read_config(directory)
     try:
         converter = converter_for(config.get("model_type"))
     except ValueError as error:

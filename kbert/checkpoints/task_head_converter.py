@@ -25,12 +25,12 @@ inputs' `question_mask`.
 
 import os
 
-from kbert.checkpoints.huggingface import _read_config
 from kbert.checkpoints.registry import converter_for
 from kbert.checkpoints.weight_mapping import (
     assign_tensors,
     kbert_activation,
     layer_tensor_names,
+    read_config,
     read_tensors,
     strip_prefix,
 )
@@ -168,7 +168,7 @@ def from_huggingface_task(path, num_choices=None, **overrides):
     ```
     """
     directory = os.fspath(path)
-    config = _read_config(directory)
+    config = read_config(directory)
     config_file = os.path.join(directory, "config.json")
     architecture = _architecture(config, config_file)
     try:

@@ -1,5 +1,6 @@
 """The helpers every checkpoint converter shares: read the tensors, name them, assign them.
 
+- `read_config(directory)`: its parsed `config.json`.
 - `read_tensors(directory)`: a Hugging Face directory's tensors by name, from
   `model.safetensors`, sharded safetensors (`model.safetensors.index.json`) or
   `pytorch_model.bin` (optionally sharded likewise). Safetensors files are
@@ -60,6 +61,21 @@ def kbert_activation(name, option="hidden activation"):
             f"supported: {sorted(SUPPORTED_ACTIVATIONS)}."
         )
     return activation_name(name)
+
+
+def read_config(directory):
+    """The parsed `config.json` of the checkpoint directory `directory`.
+
+    Raises:
+        FileNotFoundError: `directory` is not a directory, or has no `config.json`.
+    """
+    if not os.path.isdir(directory):
+        raise FileNotFoundError(f"Hugging Face checkpoint directory not found: {directory}")
+    config_file = os.path.join(directory, "config.json")
+    if not os.path.isfile(config_file):
+        raise FileNotFoundError(f"No config.json in {directory}.")
+    with open(config_file) as f:
+        return json.load(f)
 
 
 def _read_safetensors(file):

@@ -140,7 +140,7 @@ def comparison_table(results):
 
     >>> print("\\n".join(comparison_table({"pretrained": {"accuracy": 0.9, "macro_f1": 0.8}})))
     | BBC News topics (validation) | accuracy | macro_f1 |
-    |------------------------------|----------|----------|
+    | ---------------------------- | -------- | -------- |
     | pretrained                   |   0.9000 |   0.8000 |
     """
     scores = [name for name in COMPARED_SCORES if name in next(iter(results.values()))]

@@ -18,6 +18,7 @@ from kbert.checkpoints.weight_mapping import (
     kbert_activation,
     layer_tensor_names,
     lookup_tensor,
+    read_config,
     read_tensors,
     resolve_sublayer,
     strip_prefix,
@@ -187,3 +188,12 @@ def test_read_tensors_reads_safetensors(tmp_path):
     arrays = {"a": np.arange(6, dtype="float32").reshape(2, 3)}
     safetensors_numpy.save_file(arrays, tmp_path / "model.safetensors")
     np.testing.assert_array_equal(read_tensors(tmp_path)["a"], arrays["a"])
+
+
+def test_read_config(tmp_path):
+    with pytest.raises(FileNotFoundError, match="not found"):
+        read_config(str(tmp_path / "nowhere"))
+    with pytest.raises(FileNotFoundError, match="No config.json"):
+        read_config(str(tmp_path))
+    (tmp_path / "config.json").write_text('{"model_type": "bert"}')
+    assert read_config(str(tmp_path)) == {"model_type": "bert"}

@@ -73,12 +73,16 @@ def test_decode_steps_equal_decode(model, cache_write):
     expected = to_numpy(model.decode(decoder_ids, np.ones_like(decoder_ids), encoded, encoder_mask))
     caches = model.self_attention_caches(3, decoder_ids.shape[1])
     cross = model.cross_attention_caches(encoded)
+    in_place = cache_write == "in_place" and keras.backend.backend() == "torch"
     for index in range(decoder_ids.shape[1]):
+        previous = caches
         logits, caches = model.decode_step(
             decoder_ids[:, index : index + 1], index, caches, cross, encoder_mask,
             cache_write=cache_write,
         )
         np.testing.assert_allclose(to_numpy(logits), expected[:, index], atol=1e-5, rtol=0)
+        # The choice reaches every block's attention: PyTorch writes into the given caches.
+        assert all((new is old) == in_place for new, old in zip(caches, previous))
 
 
 def test_seq2seq_inputs_shift_right():

@@ -8,6 +8,7 @@ import pytest
 from finetuning_data import VOCABULARY, write_vocabulary
 
 import kbert
+from kbert.pretraining import BertPretrainer
 from kbert.tasks.checkpoint_loading import load_checkpoint
 
 TINY = dict(num_layers=1, num_heads=2, hidden_dim=16, intermediate_dim=32, max_positions=32, dropout=0.0)
@@ -50,7 +51,7 @@ def test_a_hugging_face_folder(lowercase, tmp_path):
 
 def test_a_pretrainers_model_keras_with_its_vocabulary_beside(tmp_path):
     encoder = _tiny_encoder()
-    kbert.pretraining.BertPretrainer(encoder).save(tmp_path / "model.keras")
+    BertPretrainer(encoder).save(tmp_path / "model.keras")
     write_vocabulary(tmp_path)
     backbone, tokenizer = load_checkpoint(tmp_path / "model.keras")
     assert isinstance(backbone, kbert.models.Encoder)

@@ -5,15 +5,13 @@ checkpoint is a one-layer, 16-wide BERT saved as `model.keras` with its
 `vocab.txt` beside it, as `kbert pretrain` leaves one.
 """
 
-import json
 import os
 
 import keras
 import numpy as np
 import pytest
-from finetuning_data import VOCABULARY, write_task_files, write_vocabulary
+from finetuning_data import check_saved, write_checkpoint, write_task_files
 
-import kbert
 from kbert.tasks import MultipleChoice, SpanQuestionAnswering, TextClassifier, TokenClassifier
 from kbert.tasks.finetuning_run import run_bbc_news_comparison, run_finetuning
 
@@ -22,36 +20,14 @@ RUN = dict(epochs=1, batch_size=4, learning_rate=1e-3, sequence_length=24, log=l
 
 @pytest.fixture(scope="module")
 def checkpoint(tmp_path_factory):
-    folder = tmp_path_factory.mktemp("checkpoint")
-    write_vocabulary(folder)
-    backbone = kbert.models.build("bert_tiny", num_layers=1, num_heads=2, hidden_dim=16, intermediate_dim=32,
-                                  vocabulary_size=len(VOCABULARY), max_positions=32, dropout=0.0)
-    backbone.save(folder / "model.keras")
-    return str(folder / "model.keras")
+    return write_checkpoint(tmp_path_factory.mktemp("checkpoint"))
 
 
-def _check_saved(output, metrics, model_class):
-    """metrics.json holds `metrics`, predictions.jsonl one row per example, model.keras loads back."""
-    assert sorted(os.listdir(output)) == ["metrics.json", "model.keras", "predictions.jsonl"]
-    with open(output / "metrics.json") as f:
-        saved = json.load(f)
-    assert list(saved) == list(metrics)
-    assert all(saved[k] == v or (np.isnan(saved[k]) and np.isnan(v)) for k, v in metrics.items())
-    assert metrics["backend"] == keras.backend.backend()
-    with open(output / "predictions.jsonl", encoding="utf-8") as f:
-        rows = [json.loads(line) for line in f]
-    assert isinstance(keras.saving.load_model(output / "model.keras"), model_class)
-    return rows
-
-
-# task, file options, model class, metric -> its range
+# task, file options, model class, metric -> its range. The resume test runs `classify` on JSONL with
+# three classes, tests/test_cli.py on CSV with text pairs.
 CASES = {
-    "classify_csv_pairs": ("classify", {"pairs": True}, TextClassifier,
-                           {"accuracy": (0, 1), "f1": (0, 1), "matthews_correlation": (-1, 1)}),
-    "classify_jsonl_three_classes": ("classify", {"suffix": ".jsonl", "classes": 3}, TextClassifier,
-                                     {"accuracy": (0, 1), "macro_f1": (0, 1), "matthews_correlation": (-1, 1)}),
-    "regress": ("regress", {}, TextClassifier,
-                {"pearson": (-1, 1), "spearman": (-1, 1), "mean_squared_error": (0, np.inf)}),
+    "regress_tsv": ("regress", {"suffix": ".tsv"}, TextClassifier,
+                    {"pearson": (-1, 1), "spearman": (-1, 1), "mean_squared_error": (0, np.inf)}),
     "tag": ("tag", {}, TokenClassifier, {"precision": (0, 1), "recall": (0, 1), "f1": (0, 1)}),
     "qa_squad_1": ("qa", {}, SpanQuestionAnswering, {"exact": (0, 100), "f1": (0, 100), "HasAns_f1": (0, 100)}),
     "qa_squad_2": ("qa", {"version": "2.0"}, SpanQuestionAnswering,
@@ -70,7 +46,7 @@ def test_every_task_fine_tunes_scores_and_saves(case, checkpoint, tmp_path):
     for name, (low, high) in ranges.items():  # correlations are NaN if the predictions are constant
         value = metrics[name]
         assert low <= value <= high or (name in ("pearson", "spearman") and np.isnan(value)), (name, value)
-    rows = _check_saved(tmp_path / "run", metrics, model_class)
+    rows = check_saved(tmp_path / "run", metrics, model_class)
     questions = metrics.get("total", metrics["validation_examples"])
     assert len(rows) == questions
 
@@ -89,7 +65,7 @@ class _Interrupt(keras.callbacks.Callback):
 
 
 def test_an_interrupted_run_resumes_from_its_backup(checkpoint, tmp_path):
-    train, validation = write_task_files("classify", tmp_path, suffix=".tsv")
+    train, validation = write_task_files("classify", tmp_path, suffix=".jsonl", classes=3)
     run = dict(RUN, epochs=2, output=str(tmp_path / "run"))
     first = _Interrupt(at_epoch=1)
     with pytest.raises(KeyboardInterrupt):
@@ -98,8 +74,9 @@ def test_an_interrupted_run_resumes_from_its_backup(checkpoint, tmp_path):
     second = _Interrupt()
     metrics = run_finetuning("classify", checkpoint, train, validation, callbacks=[second], **run)
     assert second.epochs == [1]
-    rows = _check_saved(tmp_path / "run", metrics, TextClassifier)  # the backup is gone
-    assert {row["label"] for row in rows} == {"pos", "neg"} and 0 <= metrics["accuracy"] <= 1
+    rows = check_saved(tmp_path / "run", metrics, TextClassifier)  # the backup is gone
+    assert {row["label"] for row in rows} == {"0", "1", "2"} and len(rows) == 4
+    assert 0 <= metrics["accuracy"] <= 1 and 0 <= metrics["macro_f1"] <= 1
 
 
 def test_a_run_too_long_for_the_model_stops_before_training(checkpoint, tmp_path):

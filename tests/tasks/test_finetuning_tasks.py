@@ -21,15 +21,10 @@ from finetuning_data import (
 )
 
 from kbert.tasks.finetuning_tasks import TASKS, question_answering_window_sizes, read
-from kbert.text import WordPieceTokenizer
 
 ID = {token: i for i, token in enumerate(VOCABULARY)}
 OPTIONS = dict(sequence_length=24, batch_size=3)  # batches of 3: the last one is padded
-
-
-@pytest.fixture(scope="module")
-def tokenizer():
-    return WordPieceTokenizer(list(VOCABULARY))
+# The `tokenizer` fixture (tests/tasks/conftest.py) reads this module's `VOCABULARY`.
 
 
 class TokenFunctionModel:
