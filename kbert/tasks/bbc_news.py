@@ -10,7 +10,7 @@ file-name order) is held out for validation.
 import importlib.util
 import os
 
-from kbert.tasks.finetuning_tasks import TaskData
+from kbert.tasks.task_data import TaskData
 
 HELD_OUT_EVERY = 5
 

@@ -16,6 +16,7 @@ import numpy as np
 from kbert.tasks import metrics, readers
 from kbert.tasks.multiple_choice import MultipleChoice
 from kbert.tasks.span_question_answering import SpanQuestionAnswering
+from kbert.tasks.task_data import TaskData
 from kbert.tasks.text_classifier import TextClassifier
 from kbert.tasks.token_classifier import TokenClassifier
 
@@ -31,24 +32,6 @@ def question_answering_window_sizes(sequence_length):
     ({'max_query_length': 64, 'doc_stride': 128}, {'max_query_length': 16, 'doc_stride': 10})
     """
     return dict(max_query_length=min(64, sequence_length // 2), doc_stride=min(128, sequence_length // 3))
-
-
-@dataclasses.dataclass
-class TaskData:
-    """The examples of one file, the label vocabulary (classify, tag), the SQuAD JSON (qa)."""
-
-    examples: list
-    labels: list = None
-    squad: dict = None
-
-    def texts(self):
-        """Every text of the examples, to learn a vocabulary from."""
-        texts = []
-        for example in self.examples:
-            for key in ("text", "text_pair", "question", "context"):
-                texts += [example[key]] if key in example else []
-            texts += [" ".join(example.get("words", []))] + list(example.get("choices", []))
-        return [text for text in texts if text]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -102,11 +85,16 @@ def _read_regression(path, train):
     return TaskData(_check_pairs(path, readers.read_regression(path), train))
 
 
-def _text_dataset(data, training=False, seed=None, pad_final_batch=False, **options):
+def _builder_dataset(builder, data, **options):
+    """`task_datasets.<builder>` on the examples, with the label vocabulary where there is one."""
     task_datasets, _ = _datasets()
-    return task_datasets.text_classification_dataset(
-        data.examples, labels=data.labels, training=training, seed=seed,
-        pad_final_batch=pad_final_batch, **options)
+    if data.labels is not None:
+        options["labels"] = data.labels
+    return getattr(task_datasets, builder)(data.examples, **options)
+
+
+def _text_dataset(data, **options):
+    return _builder_dataset("text_classification_dataset", data, **options)
 
 
 def _classification_scores(model, data, **options):
@@ -138,11 +126,8 @@ def _read_conll(path, train):
     return TaskData(sentences, labels)
 
 
-def _tag_dataset(data, training=False, seed=None, pad_final_batch=False, **options):
-    task_datasets, _ = _datasets()
-    return task_datasets.token_classification_dataset(
-        data.examples, labels=data.labels, training=training, seed=seed,
-        pad_final_batch=pad_final_batch, **options)
+def _tag_dataset(data, **options):
+    return _builder_dataset("token_classification_dataset", data, **options)
 
 
 def _tag_scores(model, data, **options):
@@ -238,10 +223,8 @@ def _read_swag(path, train):
     return TaskData(examples)
 
 
-def _choice_dataset(data, training=False, seed=None, pad_final_batch=False, **options):
-    task_datasets, _ = _datasets()
-    return task_datasets.multiple_choice_dataset(
-        data.examples, training=training, seed=seed, pad_final_batch=pad_final_batch, **options)
+def _choice_dataset(data, **options):
+    return _builder_dataset("multiple_choice_dataset", data, **options)
 
 
 def _choice_scores(model, data, **options):
