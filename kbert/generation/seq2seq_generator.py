@@ -22,8 +22,9 @@ import keras
 import numpy as np
 from keras import ops
 
+from kbert.layers.attention_mask import MASKED_SCORE
+
 STRATEGIES = ("greedy", "sample", "beam")
-_NEGATIVE = -1e9  # a masked logit, in float32
 
 # What a model offers the loop (see `kbert.models.T5`).
 GENERATION_INTERFACE = (
@@ -258,7 +259,7 @@ class Seq2SeqGenerator:
         finished = ops.zeros((rows,), "bool")
         # Beam scores: only the first beam of each row is live at the start.
         scores = ops.tile(
-            ops.convert_to_tensor([[0.0] + [_NEGATIVE] * (beams - 1)], "float32"), (batch, 1)
+            ops.convert_to_tensor([[0.0] + [MASKED_SCORE] * (beams - 1)], "float32"), (batch, 1)
         )
 
         def next_logits(index, tokens, caches):
@@ -305,14 +306,14 @@ class Seq2SeqGenerator:
         logits = logits / self.temperature
         if self.top_k is not None:
             kth = ops.top_k(logits, self.top_k)[0][:, -1:]
-            logits = ops.where(logits < kth, _NEGATIVE, logits)
+            logits = ops.where(logits < kth, MASKED_SCORE, logits)
         if self.top_p is not None and self.top_p < 1:
             ordered = ops.top_k(logits, ops.shape(logits)[-1])[0]
             probabilities = ops.softmax(ordered, axis=-1)
             # Keep a token while the mass before it is below top_p (at least one).
             keep = (ops.cumsum(probabilities, axis=-1) - probabilities) < self.top_p
             threshold = ops.min(ops.where(keep, ordered, np.inf), axis=-1, keepdims=True)
-            logits = ops.where(logits < threshold, _NEGATIVE, logits)
+            logits = ops.where(logits < threshold, MASKED_SCORE, logits)
         state = self.seed_generator.state
         with keras.StatelessScope(state_mapping=[(state, seed_state)]) as scope:
             ids = keras.random.categorical(logits, 1, seed=self.seed_generator)[:, 0]
@@ -325,7 +326,7 @@ class Seq2SeqGenerator:
         vocabulary = ops.shape(logits)[-1]
         log_probabilities = ops.log_softmax(logits, axis=-1)
         # A finished beam continues with padding at no cost.
-        padding_row = ops.where(ops.arange(vocabulary) == self.pad_id, 0.0, _NEGATIVE)
+        padding_row = ops.where(ops.arange(vocabulary) == self.pad_id, 0.0, MASKED_SCORE)
         log_probabilities = ops.where(
             finished[:, None], ops.cast(padding_row, "float32")[None, :], log_probabilities
         )

@@ -3,8 +3,10 @@
 `TASKS[name]` is a `FinetuningTask` for `classify` (GLUE-style
 classification), `regress` (STS-B-style regression), `tag` (CoNLL NER),
 `qa` (SQuAD 1.1 / 2.0) and `choice` (SWAG). `read(name, path, train)` reads a
-file into a `TaskData`; a validation file is read against the training
-file's label vocabulary, so an unseen label is an error naming its row.
+file into a `TaskData` (`kbert.tasks.task_data`). A validation file is read
+against the training file: a label not seen in training, text pairs where
+training had single texts (or the reverse) and another number of SWAG
+endings are errors naming the file and its row.
 """
 
 import dataclasses
@@ -49,9 +51,13 @@ def read(task, path, train=None):
     return TASKS[task].read(path, train)
 
 
+def _inputs(x, y):
+    return x
+
+
 def _predict(model, dataset, count):
     """The model's outputs on the first `count` rows of `dataset` (which pads its last batch)."""
-    outputs = model.predict(dataset.map(lambda x, y: x), verbose=0)
+    outputs = model.predict(dataset.map(_inputs), verbose=0)
     outputs = outputs if isinstance(outputs, dict) else {"logits": outputs}
     return {name: np.asarray(value)[:count] for name, value in outputs.items()}
 

@@ -5,12 +5,12 @@ import numpy as np
 from keras import ops
 
 from kbert.backend_utils import check_ids_in_range, is_eager_tensor, scale_loss_for_replicas
+from kbert.layers.attention_mask import MASKED_SCORE
 from kbert.tasks.heads import encode, head_dense, labelled, task_targets
 from kbert.tasks.losses import weighted_cross_entropy
 from kbert.tasks.task import Task
 
 # The logit of a padding position, in float32: no span starts or ends there.
-MASKED_LOGIT = -1e9
 
 
 def _check_question_is_global(backbone, question_mask):
@@ -116,8 +116,8 @@ class SpanQuestionAnswering(Task):
         logits = ops.cast(self.span_dense(outputs["sequence_output"]), "float32")
         real = ops.cast(inputs["padding_mask"], "bool")
         return {
-            "start_logits": ops.where(real, logits[..., 0], MASKED_LOGIT),
-            "end_logits": ops.where(real, logits[..., 1], MASKED_LOGIT),
+            "start_logits": ops.where(real, logits[..., 0], MASKED_SCORE),
+            "end_logits": ops.where(real, logits[..., 1], MASKED_SCORE),
         }
 
     def compute_loss(self, x=None, y=None, y_pred=None, sample_weight=None, training=True):
