@@ -47,7 +47,7 @@ class Converter:
         Raises:
             ValueError: a config option kbert cannot represent.
         """
-        raise NotImplementedError
+        raise NotImplementedError(f"{type(self).__name__}: config_to_arguments is abstract; a converter defines it.")
 
     def arguments_from_tensors(self, arguments, tensors):
         """`arguments` completed or checked against the backbone's `tensors`
@@ -61,7 +61,7 @@ class Converter:
             AttributeError: an attribute path of the converter does not
                 resolve on `backbone` (see `weight_mapping.resolve_sublayer`).
         """
-        raise NotImplementedError
+        raise NotImplementedError(f"{type(self).__name__}: sublayer_modules is abstract; a converter defines it.")
 
     def weight_names(self, backbone, tensors):
         """`{variable path: (tensor name, transpose)}` for every variable of `backbone`."""
