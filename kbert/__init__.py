@@ -20,5 +20,11 @@ quiet_import("keras")
 from kbert import layers  # noqa: E402
 from kbert import models  # noqa: E402
 
+# Imported here so that every kbert serializable class (pretrainers, task
+# models) is registered once `kbert` is: `keras.saving.load_model` finds them.
+from kbert import generation  # noqa: E402
+from kbert import pretraining  # noqa: E402
+from kbert import tasks  # noqa: E402
+
 __version__ = "0.1.0"
-__all__ = ["layers", "models", "__version__"]
+__all__ = ["generation", "layers", "models", "pretraining", "tasks", "__version__"]

@@ -34,6 +34,23 @@ def write_checkpoint(folder):
     return path
 
 
+def write_t5_checkpoint(folder):
+    """A one-layer, 16-wide T5 as `folder/model.keras`, with a SentencePiece `spiece.model` beside it
+    learned from `text_to_text_rows`."""
+    import kbert
+    from kbert.text import SentencePieceTokenizer, train_sentence_piece
+
+    with open(os.path.join(folder, "spiece.model"), "wb") as f:
+        texts = [text for row in text_to_text_rows(40) for text in row.values()]
+        f.write(train_sentence_piece(texts, vocabulary_size=48))
+    tokenizer = SentencePieceTokenizer(os.path.join(folder, "spiece.model"))
+    backbone = kbert.models.build("t5_small", num_layers=1, num_heads=2, hidden_dim=16, intermediate_dim=32,
+                                  vocabulary_size=tokenizer.vocabulary_size, dropout=0.0)
+    path = os.path.join(folder, "model.keras")
+    backbone.save(path)
+    return path
+
+
 def write_vocabulary(folder):
     path = os.path.join(folder, "vocab.txt")
     with open(path, "w", encoding="utf-8") as f:
@@ -72,6 +89,12 @@ def regression_rows(count):
     """Sentences whose label is their number of positive words (0 to 3)."""
     return [{"text": " ".join(["good"] * (i % 4) + ["the", "film"]), "label": float(i % 4)}
             for i in range(count)]
+
+
+def text_to_text_rows(count):
+    """`classification_rows` cast as T5 text to text: "sentiment: <text>" to "positive" or "negative"."""
+    return [{"source": f"sentiment: {row['text']}", "target": "positive" if row["label"] == "pos" else "negative"}
+            for row in classification_rows(count)]
 
 
 def write_conll(path, count):
@@ -117,13 +140,14 @@ def swag_rows(count, endings=4):
     return rows
 
 
-SUFFIXES = {"classify": ".csv", "regress": ".csv", "tag": ".txt", "qa": ".json", "choice": ".csv"}
+SUFFIXES = {"classify": ".csv", "regress": ".csv", "tag": ".txt", "qa": ".json", "choice": ".csv",
+            "text": ".jsonl"}
 
 
 def write_task_files(task, folder, count=8, suffix=None, **options):
     """`(train, validation)` files of `task` in `folder`: `count` training rows, half as many to validate.
 
-    `suffix` picks the table format of `classify` and `regress` (default
+    `suffix` picks the table format of `classify`, `regress` and `text` (default
     `SUFFIXES[task]`); `options` go to the row makers (`pairs`, `classes`;
     `version` for `qa`; `endings` for `choice`).
     """
@@ -139,6 +163,8 @@ def write_task_files(task, folder, count=8, suffix=None, **options):
             write_conll(path, rows)
         elif task == "qa":
             write_json(path, squad(rows, **options))
+        elif task == "text":
+            write_table(path, text_to_text_rows(rows))
         else:
             write_table(path, swag_rows(rows, **options))
     return paths
@@ -146,10 +172,11 @@ def write_task_files(task, folder, count=8, suffix=None, **options):
 
 def check_saved(output, metrics, model_class):
     """What a finished run leaves in `output` (a `pathlib.Path`): metrics.json holding `metrics`,
-    predictions.jsonl (its rows are returned), a model.keras of `model_class` that loads back, no backup."""
+    predictions.jsonl (its rows are returned), a model.keras of `model_class` that loads back, run.json (the
+    arguments), no checkpoint."""
     import kbert.tasks  # noqa: F401  (registers the task models)
 
-    assert sorted(os.listdir(output)) == ["metrics.json", "model.keras", "predictions.jsonl"]
+    assert sorted(os.listdir(output)) == ["metrics.json", "model.keras", "predictions.jsonl", "run.json"]
     with open(output / "metrics.json") as f:
         saved = json.load(f)
     assert list(saved) == list(metrics)

@@ -123,9 +123,12 @@ def test_finetune_names_the_file_and_row_of_bad_input(case, message, tmp_path, c
         (["--task", "classify", "--checkpoint", "bert_tiny", "--train", "{folder}/file", "--validation",
           "{folder}/file", "--output", "{folder}/file"], "kbert: --output {folder}/file exists and is not a folder"),
         (["--pretrained", "{folder}"], "kbert: No pretrained model at {folder}/model.keras: run `kbert pretrain` first"),
+        (["--task", "text", "--checkpoint", "bert_tiny", "--train", "{folder}/text.csv", "--validation",
+          "{folder}/text.csv"], "kbert: --task text fine-tunes a kbert T5; the checkpoint's backbone is kbert.models.Encoder"),
     ],
 )
 def test_finetune_arguments_that_do_not_fit(arguments, message, tmp_path, capsys):
     (tmp_path / "file").write_text("text,label\n")
+    (tmp_path / "text.csv").write_text("source,target\nsentiment: a good film,positive\n")
     arguments = [argument.format(folder=tmp_path) for argument in arguments]
     assert _finetune_error(arguments, capsys).startswith(message.format(folder=tmp_path))

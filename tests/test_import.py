@@ -41,3 +41,39 @@ def test_python_dash_m_kbert_runs_quietly():
     assert f"backend            {BACKEND}" in result.stdout
     # TensorFlow's C++ start-up lines (oneDNN, CUDA probing) must not reach the user.
     assert "oneDNN" not in result.stderr and "cuda" not in result.stderr.lower()
+
+
+def test_import_kbert_registers_pretrainers_and_tasks_for_load_model(tmp_path):
+    import numpy as np
+
+    import kbert
+
+    backbone = kbert.models.bert_tiny(num_layers=1, hidden_dim=8, num_heads=2, intermediate_dim=8)
+    inputs = {
+        "token_ids": np.array([[2, 5, 7, 3]], "int32"),
+        "segment_ids": np.zeros((1, 4), "int32"),
+        "padding_mask": np.ones((1, 4), "int32"),
+    }
+    models = {
+        "pretrainer": kbert.pretraining.BertPretrainer(backbone),
+        "classifier": kbert.tasks.TextClassifier(backbone, num_classes=3),
+    }
+    for name, model in models.items():
+        model.save(tmp_path / f"{name}.keras")
+    expected = models["classifier"].predict(inputs, verbose=0)
+    np.save(tmp_path / "inputs.npy", inputs["token_ids"])
+    # A fresh interpreter that only imports kbert: the classes must be registered by it.
+    result = run_python(
+        "import sys, keras, numpy as np, kbert\n"
+        f"folder = {str(tmp_path)!r}\n"
+        "for name in ('pretrainer', 'classifier'):\n"
+        "    model = keras.saving.load_model(f'{folder}/{name}.keras')\n"
+        "    print(type(model).__name__)\n"
+        "ids = np.load(f'{folder}/inputs.npy')\n"
+        "out = model.predict({'token_ids': ids, 'segment_ids': np.zeros_like(ids),"
+        " 'padding_mask': np.ones_like(ids)}, verbose=0)\n"
+        "np.save(f'{folder}/outputs.npy', np.asarray(out))\n"
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split() == ["BertPretrainer", "TextClassifier"]
+    np.testing.assert_allclose(np.load(tmp_path / "outputs.npy"), np.asarray(expected), atol=1e-6)

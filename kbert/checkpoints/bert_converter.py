@@ -208,9 +208,24 @@ class BertConverter(Converter):
         return self.arguments(config)
 
     def arguments_from_tensors(self, arguments, tensors):
-        if self.pooler is None:
+        if self.pooler is None or "use_pooler" in arguments:  # no pooler, or the caller's choice
             return arguments
         return dict(arguments, use_pooler=f"{self.pooler}.weight" in tensors)
+
+    def absent_parts(self, tensors, overrides):
+        # Token-classification and question-answering checkpoints have no pooler.
+        if self.pooler is None or "use_pooler" in overrides or f"{self.pooler}.weight" in tensors:
+            return ()
+        return (
+            f"pooler ({self.pooler}.weight): the backbone is built with use_pooler=False, so "
+            "its pooled_output is the first token's hidden state (pass use_pooler=False to "
+            "choose this without a warning)",
+        )
+
+    def ignored_tensors(self, backbone):
+        if self.pooler is None or backbone.pooler is not None:
+            return ()
+        return (f"{self.pooler}.weight", f"{self.pooler}.bias")  # use_pooler=False chosen
 
     def missing_tensor_hint(self, config):
         if config.get("sinusoidal_pos_embds"):

@@ -1,5 +1,7 @@
 """The interface of a checkpoint converter: one family's config keys and weight names."""
 
+import warnings
+
 from kbert.checkpoints.weight_mapping import (
     assign_tensors,
     layer_tensor_names,
@@ -50,9 +52,37 @@ class Converter:
         raise NotImplementedError(f"{type(self).__name__}: config_to_arguments is abstract; a converter defines it.")
 
     def arguments_from_tensors(self, arguments, tensors):
-        """`arguments` completed or checked against the backbone's `tensors`
-        (e.g. whether the checkpoint has a pooler); as they are by default."""
+        """`arguments` (the config's, overrides applied) completed or checked against the
+        backbone's `tensors` (e.g. whether the checkpoint has a pooler); as they are by default."""
         return arguments
+
+    def absent_parts(self, tensors, overrides):
+        """Descriptions of the optional parts `tensors` lack and `overrides` do not mention.
+
+        `load` warns of each: the backbone is built without them. None by default.
+        """
+        return ()
+
+    def ignored_tensors(self, backbone):
+        """Backbone tensors of a checkpoint that `backbone` may leave unread; none by default."""
+        return ()
+
+    def read_backbone(self, config, directory, overrides):
+        """`(backbone, tensors, backbone_tensor_names)` for the checkpoint in `directory`.
+
+        The backbone is built (not filled) from `config` and `overrides`;
+        `tensors` are the checkpoint's, task prefix stripped; the backbone's
+        tensors among them (those under `task_prefix` in a task checkpoint,
+        all in a bare one), less `ignored_tensors`, are those it must read.
+        """
+        arguments = {**self.config_to_arguments(config), **overrides}
+        stored = read_tensors(directory)
+        tensors = strip_prefix(stored, self.task_prefix)
+        prefix = self.task_prefix
+        own = [name[len(prefix) :] for name in stored if prefix and name.startswith(prefix)]
+        backbone = self.backbone_class(**self.arguments_from_tensors(arguments, tensors))
+        ignored = set(self.ignored_tensors(backbone))
+        return backbone, tensors, [name for name in own or tensors if name not in ignored]
 
     def sublayer_modules(self, backbone, tensors):
         """`(kbert layer, HF module name)` for every sublayer of `backbone` with weights.
@@ -83,12 +113,12 @@ class Converter:
             directory: the checkpoint directory (see `weight_mapping.read_tensors`).
             **overrides: constructor arguments that replace those of the config.
         """
-        arguments = self.config_to_arguments(config)
-        tensors = strip_prefix(read_tensors(directory), self.task_prefix)
-        arguments = {**self.arguments_from_tensors(arguments, tensors), **overrides}
-        backbone = self.backbone_class(**arguments)
+        backbone, tensors, backbone_tensors = self.read_backbone(config, directory, overrides)
+        for part in self.absent_parts(tensors, overrides):
+            warnings.warn(f"The checkpoint in {directory} has no {part}.", stacklevel=3)
         names = self.weight_names(backbone, tensors)
-        assign_tensors(backbone, names, tensors, directory, self.missing_tensor_hint(config))
+        hint = self.missing_tensor_hint(config)
+        assign_tensors(backbone, names, tensors, directory, hint, must_read=backbone_tensors)
         return backbone
 
     def __repr__(self):

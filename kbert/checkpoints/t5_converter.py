@@ -139,6 +139,11 @@ class T5Converter(Converter):
                 )
         return arguments
 
+    def ignored_tensors(self, backbone):
+        # Copies of `shared.weight` (tied, or checked equal above).
+        copies = ("encoder.embed_tokens.weight", "decoder.embed_tokens.weight")
+        return copies + (("lm_head.weight",) if backbone.lm_head is None else ())
+
     def sublayer_modules(self, backbone, tensors):
         pairs = [
             (resolve_sublayer(backbone, path, f"{self!r} {path!r}: {module!r}"), module)

@@ -31,8 +31,6 @@ from kbert.checkpoints.weight_mapping import (
     kbert_activation,
     layer_tensor_names,
     read_config,
-    read_tensors,
-    strip_prefix,
 )
 from kbert.tasks.multiple_choice import MultipleChoice
 from kbert.tasks.span_question_answering import SpanQuestionAnswering
@@ -175,13 +173,11 @@ def from_huggingface_task(path, num_choices=None, **overrides):
         converter = converter_for(config.get("model_type"))
     except ValueError as error:
         raise ValueError(f"{error} (in {config_file})") from None
-    arguments = converter.config_to_arguments(config)
-    tensors = strip_prefix(read_tensors(directory), converter.task_prefix)
-    arguments = {**converter.arguments_from_tensors(arguments, tensors), **overrides}
-    backbone = converter.backbone_class(**arguments)
+    backbone, tensors, backbone_tensors = converter.read_backbone(config, directory, overrides)
     model, modules = task_model_for(architecture, config, backbone, num_choices)
     names = converter.weight_names(backbone, tensors)
     for attribute, module in modules.items():
         names.update(layer_tensor_names(getattr(model, attribute), module))
-    assign_tensors(model, names, tensors, directory, converter.missing_tensor_hint(config))
+    hint = converter.missing_tensor_hint(config)
+    assign_tensors(model, names, tensors, directory, hint, must_read=backbone_tensors)
     return model

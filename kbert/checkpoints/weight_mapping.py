@@ -16,11 +16,16 @@
 - `assign_tensors(model, names, tensors, ...)`: fills every variable of the
   model, accepting old LayerNorm names (`gamma`/`beta`); a variable without a
   name, a tensor that is missing or whose shape differs raises, naming it.
+- `unread_tensors(tensors, read)`: the tensors a model left unread, buffers aside.
 - `kbert_activation(name)`: the kbert name of a Hugging Face activation.
+
+A file that cannot be parsed (a truncated `config.json` or weight file) raises
+a `ValueError` that names the file.
 """
 
 import json
 import os
+import pickle
 
 import numpy as np
 
@@ -40,6 +45,9 @@ SUPPORTED_ACTIVATIONS = (
     "swish",
     "tanh",
 )
+
+# Leaves of checkpoint tensors that are buffers, not weights: nothing reads them.
+_BUFFER_LEAVES = ("position_ids", "token_type_ids")
 
 _WEIGHT_FILES = (
     "model.safetensors",
@@ -74,15 +82,35 @@ def read_config(directory):
     config_file = os.path.join(directory, "config.json")
     if not os.path.isfile(config_file):
         raise FileNotFoundError(f"No config.json in {directory}.")
-    with open(config_file) as f:
-        return json.load(f)
+    config = _read_json(config_file)
+    if not isinstance(config, dict):
+        raise ValueError(f"{config_file} holds no JSON object: {type(config).__name__}.")
+    return config
+
+
+def _unreadable(file, error):
+    return ValueError(
+        f"Cannot read {file}: it is truncated or corrupt ({type(error).__name__}: {error})."
+    )
+
+
+def _read_json(file):
+    try:
+        with open(file) as f:
+            return json.load(f)
+    except (json.JSONDecodeError, UnicodeDecodeError) as error:
+        raise _unreadable(file, error) from error
 
 
 def _read_safetensors(file):
     import ml_dtypes  # noqa: F401  (a Keras dependency; lets NumPy read bfloat16)
+    from safetensors import SafetensorError
     from safetensors.numpy import load_file
 
-    return load_file(file)
+    try:
+        return load_file(file)
+    except SafetensorError as error:
+        raise _unreadable(file, error) from error
 
 
 def _read_torch(file):
@@ -93,7 +121,10 @@ def _read_torch(file):
             f"Reading {file} needs PyTorch (`pip install torch`); or convert the "
             "checkpoint to model.safetensors, which kbert reads without it."
         ) from None
-    state = torch.load(file, map_location="cpu", weights_only=True)
+    try:
+        state = torch.load(file, map_location="cpu", weights_only=True)
+    except (pickle.UnpicklingError, EOFError, RuntimeError, OSError) as error:
+        raise _unreadable(file, error) from error
     return {
         name: (t.float() if t.dtype == torch.bfloat16 else t).detach().numpy()
         for name, t in state.items()
@@ -109,8 +140,7 @@ def read_tensors(directory):
         read = _read_safetensors if filename.startswith("model.") else _read_torch
         if not filename.endswith(".index.json"):
             return read(file)
-        with open(file) as f:
-            shards = sorted(set(json.load(f)["weight_map"].values()))
+        shards = sorted(set(_read_json(file)["weight_map"].values()))
         tensors = {}
         for shard in shards:
             tensors.update(read(os.path.join(directory, shard)))
@@ -177,22 +207,42 @@ def layer_tensor_names(layer, module):
     }
 
 
+def stored_name(tensors, name):
+    """The key of `name` in `tensors`, old LayerNorm `gamma`/`beta` accepted; None if absent.
+
+    >>> stored_name({"encoder.LayerNorm.gamma": 1.0}, "encoder.LayerNorm.weight")
+    'encoder.LayerNorm.gamma'
+    """
+    if name in tensors:
+        return name
+    old = {"weight": "gamma", "bias": "beta"}
+    stem, _, leaf = name.rpartition(".")
+    if ("LayerNorm" in stem or "layer_norm" in stem) and leaf in old:
+        return f"{stem}.{old[leaf]}" if f"{stem}.{old[leaf]}" in tensors else None
+    return None
+
+
 def lookup_tensor(tensors, name):
     """The tensor for `name`, accepting old LayerNorm `gamma`/`beta` names; None if absent.
 
     >>> lookup_tensor({"encoder.LayerNorm.gamma": 1.0}, "encoder.LayerNorm.weight")
     1.0
     """
-    if name in tensors:
-        return tensors[name]
-    old = {"weight": "gamma", "bias": "beta"}
-    stem, _, leaf = name.rpartition(".")
-    if ("LayerNorm" in stem or "layer_norm" in stem) and leaf in old:
-        return tensors.get(f"{stem}.{old[leaf]}")
-    return None
+    stored = stored_name(tensors, name)
+    return None if stored is None else tensors[stored]
 
 
-def _arrays(model, names, tensors):
+def unread_tensors(tensors, read):
+    """The names of `tensors` that are not in `read` and are no buffer (`position_ids` …), sorted.
+
+    >>> unread_tensors({"a.weight": 1, "embeddings.position_ids": 2, "b.bias": 3}, {"a.weight"})
+    ['b.bias']
+    """
+    buffers = {name for name in tensors if name.rpartition(".")[2] in _BUFFER_LEAVES}
+    return sorted(set(tensors) - set(read) - buffers)
+
+
+def _arrays(model, names, tensors, where):
     """`(variable, array)` pairs, and the missing tensors' descriptions."""
     uncovered = [v.path for v in model.weights if v.path not in names]
     if uncovered:
@@ -209,7 +259,7 @@ def _arrays(model, names, tensors):
         if tuple(array.shape) != expected:
             hf_shape = tuple(array.shape[::-1] if transpose else array.shape)
             raise ValueError(
-                f"Shape mismatch for Hugging Face tensor {name!r} of shape {hf_shape}"
+                f"Shape mismatch for Hugging Face tensor {name!r}{where} of shape {hf_shape}"
                 + (f" (transposed to {tuple(array.shape)})" if transpose else "")
                 + f": the kbert variable {variable.path!r} has shape {expected}."
             )
@@ -217,7 +267,12 @@ def _arrays(model, names, tensors):
     return arrays, missing
 
 
-def assign_tensors(model, names, tensors, source=None, hint=""):
+def _listed(names, limit=5):
+    more = f" and {len(names) - limit} more" if len(names) > limit else ""
+    return ", ".join(names[:limit]) + more
+
+
+def assign_tensors(model, names, tensors, source=None, hint="", must_read=()):
     """Fill every variable of `model` from `tensors`, by `names` (see `layer_tensor_names`).
 
     Args:
@@ -226,18 +281,28 @@ def assign_tensors(model, names, tensors, source=None, hint=""):
         tensors: the checkpoint's arrays by name.
         source: where the tensors come from (a directory), for the error message.
         hint: added to the missing-tensor error (e.g. why a tensor may be absent).
+        must_read: names of `tensors` that some variable must read (the
+            backbone's, say): one left unread, buffers aside, means the config
+            declares less than the checkpoint holds.
 
     Raises:
         RuntimeError: a variable of `model` has no name (a converter bug).
-        ValueError: a tensor is missing, or its shape differs from the variable's.
+        ValueError: a tensor is missing, left unread, or its shape differs
+            from the variable's; the message names the tensors and `source`.
     """
-    arrays, missing = _arrays(model, names, tensors)
+    where = f" in {source}" if source else ""
+    arrays, missing = _arrays(model, names, tensors, where)
     if missing:
         raise ValueError(
-            f"The checkpoint{f' in {source}' if source else ''} lacks {len(missing)} tensor(s) the "
-            f"model needs{hint}: {', '.join(missing[:5])}"
-            + (f" and {len(missing) - 5} more" if len(missing) > 5 else "")
-            + f". It holds e.g. {sorted(tensors)[:5]}."
+            f"The checkpoint{where} lacks {len(missing)} tensor(s) the model needs{hint}: "
+            f"{_listed(missing)}. It holds e.g. {sorted(tensors)[:5]}."
+        )
+    unread = unread_tensors(must_read, {stored_name(tensors, name) for name, _ in names.values()})
+    if unread:
+        raise ValueError(
+            f"The checkpoint{where} holds {len(unread)} tensor(s) that no variable of the "
+            f"{type(model).__name__} reads: {_listed(unread)}. Its config.json declares fewer "
+            "layers or parts than its weights hold."
         )
     for variable, array in arrays:
         if array.dtype != np.float32:

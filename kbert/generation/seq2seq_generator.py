@@ -22,6 +22,7 @@ import keras
 import numpy as np
 from keras import ops
 
+from kbert.arguments import number, one_of, positive_int, positive_number
 from kbert.layers.attention_mask import MASKED_SCORE
 
 STRATEGIES = ("greedy", "sample", "beam")
@@ -182,28 +183,17 @@ class Seq2SeqGenerator:
         pad_id=None,
     ):
         check_generation_interface(model)
-        if strategy not in STRATEGIES:
-            raise ValueError(f"Unknown strategy {strategy!r}; choose one of {STRATEGIES}.")
-        if max_new_tokens < 1:
-            raise ValueError(f"max_new_tokens must be at least 1; received {max_new_tokens}.")
-        if temperature <= 0:
-            raise ValueError(f"temperature must be positive; received {temperature}.")
-        if top_k is not None and not 1 <= top_k <= model.vocabulary_size:
-            raise ValueError(
-                f"top_k must be in [1, {model.vocabulary_size}]; received {top_k}."
-            )
-        if top_p is not None and not 0 < top_p <= 1:
-            raise ValueError(f"top_p must be in (0, 1]; received {top_p}.")
-        if num_beams < 1:
-            raise ValueError(f"num_beams must be at least 1; received {num_beams}.")
         self.model = model
-        self.max_new_tokens = int(max_new_tokens)
-        self.strategy = strategy
-        self.temperature = float(temperature)
-        self.top_k = top_k
-        self.top_p = top_p
-        self.num_beams = int(num_beams) if strategy == "beam" else 1
-        self.length_penalty = float(length_penalty)
+        self.max_new_tokens = positive_int("max_new_tokens", max_new_tokens)
+        self.strategy = one_of("strategy", strategy, STRATEGIES)
+        self.temperature = positive_number("temperature", temperature)
+        self.top_k = positive_int("top_k", top_k, optional=True)
+        if top_k is not None and top_k > model.vocabulary_size:
+            raise ValueError(f"top_k must be in [1, {model.vocabulary_size}]; received {top_k}.")
+        self.top_p = number("top_p", top_p, 0, 1, low_open=True, optional=True)
+        num_beams = positive_int("num_beams", num_beams)
+        self.num_beams = num_beams if strategy == "beam" else 1
+        self.length_penalty = number("length_penalty", length_penalty)
         self.use_cache = bool(use_cache)
         self.start_id = model.pad_id if start_id is None else int(start_id)
         self.end_id = model.end_id if end_id is None else int(end_id)

@@ -4,6 +4,7 @@ import keras
 import numpy as np
 from keras import ops
 
+from kbert.arguments import non_negative_int, positive_int
 from kbert.layers.multi_head_attention import MultiHeadAttention
 from kbert.layers.sparse_attention import (
     group_blocks,
@@ -71,15 +72,9 @@ class BigBirdAttention(MultiHeadAttention):
 
     def __init__(self, num_heads, key_dim, block_size=64, num_random_blocks=3, seed=0, **kwargs):
         super().__init__(num_heads, key_dim, **kwargs)
-        if int(block_size) < 1:
-            raise ValueError(f"block_size must be a positive integer; received {block_size}.")
-        if int(num_random_blocks) < 0:
-            raise ValueError(
-                f"num_random_blocks must be 0 or more; received {num_random_blocks}."
-            )
-        self.block_size = int(block_size)
-        self.num_random_blocks = int(num_random_blocks)
-        self.seed = int(seed)
+        self.block_size = positive_int("block_size", block_size)
+        self.num_random_blocks = non_negative_int("num_random_blocks", num_random_blocks)
+        self.seed = non_negative_int("seed", seed)
         self._plans = {}
 
     @property

@@ -5,6 +5,7 @@ import numpy as np
 from keras import ops
 
 from kbert.backend_utils import is_eager_tensor
+from kbert.arguments import positive_int
 from kbert.layers.multi_head_attention import MultiHeadAttention
 from kbert.layers.sparse_attention import (
     check_self_attention,
@@ -86,21 +87,17 @@ class LongformerAttention(MultiHeadAttention):
         self, num_heads, key_dim, window=256, dilation=1, max_global_tokens=64, **kwargs
     ):
         super().__init__(num_heads, key_dim, **kwargs)
-        if int(window) < 1:
-            raise ValueError(f"window must be a positive integer; received {window}.")
-        dilations = [dilation] * int(num_heads) if np.isscalar(dilation) else list(dilation)
-        if len(dilations) != self.num_heads or any(int(x) < 1 for x in dilations):
+        self.window = positive_int("window", window)
+        if np.isscalar(dilation):
+            self.dilation = positive_int("dilation", dilation)
+        elif len(dilation) != self.num_heads:
             raise ValueError(
                 "dilation must be a positive integer or a list of one per head "
                 f"({self.num_heads}); received {dilation}."
             )
-        if int(max_global_tokens) < 1:
-            raise ValueError(
-                f"max_global_tokens must be a positive integer; received {max_global_tokens}."
-            )
-        self.window = int(window)
-        self.dilation = int(dilation) if np.isscalar(dilation) else [int(x) for x in dilation]
-        self.max_global_tokens = int(max_global_tokens)
+        else:
+            self.dilation = [positive_int("dilation", x) for x in dilation]
+        self.max_global_tokens = positive_int("max_global_tokens", max_global_tokens)
 
     @property
     def head_dilations(self):

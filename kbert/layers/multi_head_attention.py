@@ -1,6 +1,7 @@
 import keras
 from keras import ops
 
+from kbert.arguments import positive_int, probability
 from kbert.backend_utils import fused_attention_supports
 from kbert.layers.attention_mask import MASKED_SCORE, merge_attention_masks
 from kbert.layers.initializers import clone_initializer
@@ -70,11 +71,11 @@ class MultiHeadAttention(keras.layers.Layer):
         **kwargs,
     ):
         super().__init__(**kwargs)
-        self.num_heads = int(num_heads)
-        self.key_dim = int(key_dim)
-        self.value_dim = int(value_dim or key_dim)
-        self.output_dim = output_dim
-        self.dropout = float(dropout)
+        self.num_heads = positive_int("num_heads", num_heads)
+        self.key_dim = positive_int("key_dim", key_dim)
+        self.value_dim = positive_int("value_dim", key_dim if value_dim is None else value_dim)
+        self.output_dim = positive_int("output_dim", output_dim, optional=True)
+        self.dropout = probability("dropout", dropout)
         self.use_bias = bool(use_bias)
         self.scale = scale
         self.kernel_initializer = keras.initializers.get(kernel_initializer)

@@ -1,5 +1,6 @@
 import keras
 
+from kbert.arguments import positive_int
 from kbert.layers.activations import get_activation, serialize_activation
 
 
@@ -23,7 +24,7 @@ class Pooler(keras.layers.Layer):
 
     def __init__(self, hidden_dim, activation="tanh", kernel_initializer="glorot_uniform", **kwargs):
         super().__init__(**kwargs)
-        self.hidden_dim = int(hidden_dim)
+        self.hidden_dim = positive_int("hidden_dim", hidden_dim)
         self.activation = activation
         self.kernel_initializer = keras.initializers.get(kernel_initializer)
         self.dense = keras.layers.Dense(

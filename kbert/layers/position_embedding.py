@@ -1,6 +1,7 @@
 import keras
 from keras import ops
 
+from kbert.arguments import positive_int
 from kbert.backend_utils import check_ids_in_range
 
 
@@ -27,7 +28,7 @@ class PositionEmbedding(keras.layers.Layer):
 
     def __init__(self, max_positions, initializer="glorot_uniform", **kwargs):
         super().__init__(**kwargs)
-        self.max_positions = int(max_positions)
+        self.max_positions = positive_int("max_positions", max_positions)
         self.initializer = keras.initializers.get(initializer)
 
     def build(self, input_shape):

@@ -3,6 +3,8 @@ import math
 import keras
 from keras import ops
 
+from kbert.arguments import positive_int
+
 
 @keras.saving.register_keras_serializable(package="kbert")
 class RelativePositionBias(keras.layers.Layer):
@@ -52,9 +54,9 @@ class RelativePositionBias(keras.layers.Layer):
         **kwargs,
     ):
         super().__init__(**kwargs)
-        self.num_heads = int(num_heads)
-        self.num_buckets = int(num_buckets)
-        self.max_distance = int(max_distance)
+        self.num_heads = positive_int("num_heads", num_heads)
+        self.num_buckets = positive_int("num_buckets", num_buckets)
+        self.max_distance = positive_int("max_distance", max_distance)
         self.bidirectional = bool(bidirectional)
         self.embeddings_initializer = keras.initializers.get(embeddings_initializer)
         exact = self.num_buckets // (4 if self.bidirectional else 2)

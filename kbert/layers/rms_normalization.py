@@ -1,6 +1,8 @@
 import keras
 from keras import ops
 
+from kbert.arguments import positive_number
+
 
 @keras.saving.register_keras_serializable(package="kbert")
 class RMSNormalization(keras.layers.Layer):
@@ -23,7 +25,7 @@ class RMSNormalization(keras.layers.Layer):
 
     def __init__(self, epsilon=1e-6, **kwargs):
         super().__init__(**kwargs)
-        self.epsilon = float(epsilon)
+        self.epsilon = positive_number("epsilon", epsilon)
 
     def build(self, inputs_shape):
         if len(inputs_shape) < 1 or inputs_shape[-1] is None:

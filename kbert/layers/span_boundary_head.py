@@ -1,6 +1,7 @@
 import keras
 from keras import ops
 
+from kbert.arguments import positive_int
 from kbert.backend_utils import check_ids_in_range
 from kbert.layers.initializers import clone_initializer
 from kbert.layers.vocabulary_head import VocabularyHead
@@ -72,8 +73,8 @@ class SpanBoundaryHead(VocabularyHead):
             kernel_initializer=kernel_initializer,
             **kwargs,
         )
-        self.max_span_length = int(max_span_length)
-        self.position_embedding_dim = int(position_embedding_dim)
+        self.max_span_length = positive_int("max_span_length", max_span_length)
+        self.position_embedding_dim = positive_int("position_embedding_dim", position_embedding_dim)
 
     def build(
         self, inputs_shape, span_left_shape=None, span_right_shape=None, span_offsets_shape=None

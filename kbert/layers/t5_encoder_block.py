@@ -1,5 +1,6 @@
 import keras
 
+from kbert.arguments import positive_int, positive_number, probability
 from kbert.layers.activations import get_activation, serialize_activation
 from kbert.layers.cached_multi_head_attention import CachedMultiHeadAttention
 from kbert.layers.rms_normalization import RMSNormalization
@@ -59,14 +60,15 @@ class T5EncoderBlock(keras.layers.Layer):
         **kwargs,
     ):
         super().__init__(**kwargs)
-        self.num_heads = int(num_heads)
-        self.intermediate_dim = int(intermediate_dim)
-        self.key_dim = None if key_dim is None else int(key_dim)
-        self.dropout = float(dropout)
+        self.num_heads = positive_int("num_heads", num_heads)
+        self.intermediate_dim = positive_int("intermediate_dim", intermediate_dim)
+        self.key_dim = positive_int("key_dim", key_dim, optional=True)
+        self.dropout = probability("dropout", dropout)
+        get_activation(activation)  # rejects an unknown name now, not at build
         self.activation = activation
         self.use_gated_activation = bool(use_gated_activation)
-        self.layer_norm_epsilon = float(layer_norm_epsilon)
-        self.initializer_factor = float(initializer_factor)
+        self.layer_norm_epsilon = positive_number("layer_norm_epsilon", layer_norm_epsilon)
+        self.initializer_factor = positive_number("initializer_factor", initializer_factor)
 
     # --- Sublayers --------------------------------------------------------------
 

@@ -1,6 +1,7 @@
 import keras
 from keras import ops
 
+from kbert.arguments import non_negative_int, positive_int, positive_number, probability
 from kbert.backend_utils import check_ids_in_range
 from kbert.layers.position_embedding import PositionEmbedding
 from kbert.layers.reversible_embedding import ReversibleEmbedding
@@ -56,15 +57,17 @@ class TextEmbedding(keras.layers.Layer):
         **kwargs,
     ):
         super().__init__(**kwargs)
-        self.vocabulary_size = int(vocabulary_size)
-        self.hidden_dim = int(hidden_dim)
-        self.max_positions = int(max_positions)
-        self.num_segments = int(num_segments)
-        self.embedding_dim = int(embedding_dim or hidden_dim)
-        self.position_offset = int(position_offset)
-        self.dropout = float(dropout)
-        self.layer_norm_epsilon = float(layer_norm_epsilon)
-        self.initializer_range = float(initializer_range)
+        self.vocabulary_size = positive_int("vocabulary_size", vocabulary_size)
+        self.hidden_dim = positive_int("hidden_dim", hidden_dim)
+        self.max_positions = positive_int("max_positions", max_positions)
+        self.num_segments = non_negative_int("num_segments", num_segments)
+        self.embedding_dim = positive_int(
+            "embedding_dim", hidden_dim if embedding_dim is None else embedding_dim
+        )
+        self.position_offset = non_negative_int("position_offset", position_offset)
+        self.dropout = probability("dropout", dropout)
+        self.layer_norm_epsilon = positive_number("layer_norm_epsilon", layer_norm_epsilon)
+        self.initializer_range = positive_number("initializer_range", initializer_range)
 
         def initializer():
             return keras.initializers.TruncatedNormal(stddev=self.initializer_range)

@@ -1,5 +1,6 @@
 import keras
 
+from kbert.arguments import positive_int, positive_number, probability
 from kbert.layers.activations import get_activation, serialize_activation
 from kbert.layers.initializers import clone_initializer
 from kbert.layers.multi_head_attention import MultiHeadAttention
@@ -58,12 +59,15 @@ class TransformerEncoder(keras.layers.Layer):
         **kwargs,
     ):
         super().__init__(**kwargs)
-        self.num_heads = int(num_heads)
-        self.intermediate_dim = int(intermediate_dim)
-        self.dropout = float(dropout)
-        self.attention_dropout = float(dropout if attention_dropout is None else attention_dropout)
+        self.num_heads = positive_int("num_heads", num_heads)
+        self.intermediate_dim = positive_int("intermediate_dim", intermediate_dim)
+        self.dropout = probability("dropout", dropout)
+        self.attention_dropout = probability(
+            "attention_dropout", dropout if attention_dropout is None else attention_dropout
+        )
+        get_activation(activation)  # rejects an unknown name now, not at build
         self.activation = activation
-        self.layer_norm_epsilon = float(layer_norm_epsilon)
+        self.layer_norm_epsilon = positive_number("layer_norm_epsilon", layer_norm_epsilon)
         self.normalize_first = bool(normalize_first)
         self.kernel_initializer = keras.initializers.get(kernel_initializer)
         if isinstance(attention_layer, dict):

@@ -1,6 +1,7 @@
 import keras
 from keras import ops
 
+from kbert.arguments import positive_int, positive_number
 from kbert.layers.activations import get_activation, serialize_activation
 from kbert.layers.initializers import clone_initializer
 from kbert.layers.reversible_embedding import tied_embedding_dim
@@ -47,11 +48,13 @@ class VocabularyHead(keras.layers.Layer):
         **kwargs,
     ):
         super().__init__(**kwargs)
-        self.vocabulary_size = int(vocabulary_size)
+        self.vocabulary_size = positive_int("vocabulary_size", vocabulary_size)
         self.token_embedding = token_embedding
+        embedding_dim = positive_int("embedding_dim", embedding_dim, optional=True)
         self.embedding_dim = tied_embedding_dim(token_embedding, self.vocabulary_size, embedding_dim)
+        get_activation(activation)  # rejects an unknown name now, not at build
         self.activation = activation
-        self.layer_norm_epsilon = float(layer_norm_epsilon)
+        self.layer_norm_epsilon = positive_number("layer_norm_epsilon", layer_norm_epsilon)
         self.kernel_initializer = keras.initializers.get(kernel_initializer)
 
     def _dense(self, units, name):

@@ -2,10 +2,12 @@
 
 import keras
 
-from kbert.serialization import attribute_config, deserialize_arguments
+from kbert.arguments import no_unknown_keywords
+from kbert.input_checks import InputChecks, check_inputs
+from kbert.serialization import attribute_config, constructor_arguments, deserialize_arguments
 
 
-class Backbone(keras.Model):
+class Backbone(InputChecks, keras.Model):
     """A functional kbert backbone: dict inputs, dict outputs, no loss.
 
     Subclasses wire their functional graph and call
@@ -22,6 +24,9 @@ class Backbone(keras.Model):
     - `get_config` is the constructor's arguments read back from the
       attributes, and `from_config` rebuilds the dtype policy.
 
+    - its inputs are checked (`kbert.input_checks`) against the subclass's
+      `INPUT_TABLE`: ids in range, 0/1 masks, lengths that agree.
+
     A backbone owns no loss: the pretrainers and tasks that wrap it do.
 
     Example:
@@ -35,6 +40,9 @@ class Backbone(keras.Model):
     """
 
     def __init__(self, *args, dtype=None, **kwargs):
+        # Keras' functional models take unknown keywords silently.
+        known = [*constructor_arguments(type(self)), "inputs", "outputs", "name", "trainable"]
+        no_unknown_keywords(type(self).__name__, kwargs, known)
         super().__init__(*args, dtype=dtype, **kwargs)
         self.dtype_policy = dtype
 
@@ -44,6 +52,10 @@ class Backbone(keras.Model):
         if keras.backend.backend() == "torch" and not hasattr(self, "_initialized"):
             return object.__setattr__(self, name, value)
         return super().__setattr__(name, value)
+
+    def call(self, inputs, *args, **kwargs):
+        check_inputs(self, inputs)
+        return super().call(inputs, *args, **kwargs)
 
     def get_config(self):
         config = {"name": self.name, "trainable": self.trainable}

@@ -1,5 +1,7 @@
 import keras
 
+from kbert.arguments import one_of, positive_int, probability
+from kbert.input_checks import ids, mask
 from kbert.layers.bigbird_attention import BigBirdAttention
 from kbert.layers.longformer_attention import LongformerAttention
 from kbert.layers.multi_head_attention import MultiHeadAttention
@@ -69,6 +71,14 @@ class Encoder(Backbone):
     ((1, 8, 16), (1, 16))
     """
 
+    # What `kbert.input_checks` checks of the inputs.
+    INPUT_TABLE = {
+        "token_ids": ids("vocabulary_size"),
+        "segment_ids": ids("num_segments"),
+        "padding_mask": mask(),
+        "global_attention_mask": mask(),
+    }
+
     def __init__(
         self,
         vocabulary_size,
@@ -93,7 +103,7 @@ class Encoder(Backbone):
         dtype=None,
         **kwargs,
     ):
-        _check_shape_and_attention(hidden_dim, num_heads, attention)
+        _check_shape_and_attention(num_layers, hidden_dim, num_heads, attention)
         # === Config === (read by the steps that create the layers)
         self.vocabulary_size = vocabulary_size
         self.num_layers = num_layers
@@ -105,8 +115,10 @@ class Encoder(Backbone):
         self.embedding_dim = embedding_dim
         self.share_layers = share_layers
         self.position_offset = position_offset
-        self.dropout = dropout
-        self.attention_dropout = dropout if attention_dropout is None else attention_dropout
+        self.dropout = probability("dropout", dropout)
+        self.attention_dropout = probability(
+            "attention_dropout", dropout if attention_dropout is None else attention_dropout
+        )
         self.activation = activation
         self.layer_norm_epsilon = layer_norm_epsilon
         self.normalize_first = normalize_first
@@ -255,11 +267,11 @@ class Encoder(Backbone):
         return self.embeddings.token_embedding
 
 
-def _check_shape_and_attention(hidden_dim, num_heads, attention):
-    if hidden_dim % num_heads:
+def _check_shape_and_attention(num_layers, hidden_dim, num_heads, attention):
+    positive_int("num_layers", num_layers)
+    if positive_int("hidden_dim", hidden_dim) % positive_int("num_heads", num_heads):
         raise ValueError(f"hidden_dim={hidden_dim} is not divisible by num_heads={num_heads}.")
-    if attention not in ATTENTION_LAYERS:
-        raise ValueError(f"Unknown attention '{attention}'; known: {sorted(ATTENTION_LAYERS)}.")
+    one_of("attention", attention, ATTENTION_LAYERS)
 
 
 def _copy_attention_kwargs(attention_kwargs, num_layers):

@@ -2,6 +2,7 @@
 
 import numpy as np
 
+from kbert.arguments import positive_int
 from kbert.layers.sublayer_names import KEY, KEY_GLOBAL, QUERY, QUERY_GLOBAL, VALUE, VALUE_GLOBAL
 from kbert.models.encoder import Encoder
 
@@ -46,8 +47,7 @@ def to_long_context(
     """
     config = encoder.get_config()
     offset = config["position_offset"]
-    if max_length < 1:
-        raise ValueError(f"max_length must be a positive integer; received {max_length}.")
+    max_length = positive_int("max_length", max_length)
     config.update(
         max_positions=int(max_length) + offset,
         attention=attention,

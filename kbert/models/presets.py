@@ -11,6 +11,7 @@ configs, ALGORITHMS.md §8) and are tested.
 
 import difflib
 
+from kbert.arguments import no_unknown_keywords
 from kbert.models.encoder import Encoder
 from kbert.models.t5 import T5
 from kbert.serialization import constructor_arguments
@@ -135,13 +136,8 @@ def build(name, **overrides):
 
 def _check_overrides(name, model_class, overrides):
     """Raise a `TypeError` naming the overrides that are no argument of `model_class`."""
-    valid = set(constructor_arguments(model_class)) | {"name"}
-    unknown = sorted(set(overrides) - valid)
-    if unknown:
-        raise TypeError(
-            f"Unknown argument(s) for {name}: {', '.join(unknown)}. "
-            f"{model_class.__name__} takes: {', '.join(sorted(valid))}."
-        )
+    known = [*constructor_arguments(model_class), "name"]
+    no_unknown_keywords(f"{name} ({model_class.__name__})", overrides, known)
 
 
 def bert_tiny(**overrides):

@@ -4,6 +4,8 @@ import keras
 import numpy as np
 from keras import ops
 
+from kbert.arguments import positive_int, probability
+from kbert.input_checks import ids, mask
 from kbert.layers.relative_position_bias import RelativePositionBias
 from kbert.layers.reversible_embedding import ReversibleEmbedding
 from kbert.layers.rms_normalization import RMSNormalization
@@ -71,6 +73,14 @@ class T5(Backbone):
     (2, 3, 50)
     """
 
+    # What `kbert.input_checks` checks of the inputs.
+    INPUT_TABLE = {
+        "encoder_token_ids": ids("vocabulary_size", ("batch", "encoder_sequence")),
+        "encoder_padding_mask": mask(("batch", "encoder_sequence")),
+        "decoder_token_ids": ids("vocabulary_size", ("batch", "decoder_sequence")),
+        "decoder_padding_mask": mask(("batch", "decoder_sequence")),
+    }
+
     def __init__(
         self,
         vocabulary_size,
@@ -91,7 +101,11 @@ class T5(Backbone):
         dtype=None,
         **kwargs,
     ):
-        if key_dim is None and hidden_dim % num_heads:
+        positive_int("num_layers", num_layers)
+        positive_int("num_decoder_layers", num_decoder_layers, optional=True)
+        positive_int("hidden_dim", hidden_dim)
+        probability("dropout", dropout)
+        if key_dim is None and hidden_dim % positive_int("num_heads", num_heads):
             raise ValueError(
                 f"hidden_dim={hidden_dim} is not divisible by num_heads={num_heads}; pass key_dim."
             )

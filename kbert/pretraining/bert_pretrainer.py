@@ -9,6 +9,7 @@ import keras
 from keras import ops
 
 from kbert.backend_utils import scale_loss_for_replicas
+from kbert.input_checks import PREDICTIONS, ids, positions, weights
 from kbert.layers.masked_lm_head import MaskedLMHead
 from kbert.pretraining.objective_metrics import add_objective_metrics, track_objective
 from kbert.tasks.losses import weighted_cross_entropy
@@ -29,6 +30,18 @@ def masked_lm_loss(model, y, logits, objective="mlm"):
     logits = ops.cast(logits, "float32")
     loss = weighted_cross_entropy(y["mask_ids"], logits, y["mask_weights"])
     return track_objective(model, objective, loss, y["mask_ids"], logits, y["mask_weights"])
+
+
+def masked_lm_targets(backbone_attribute):
+    """The masked-LM targets' rules for `kbert.input_checks`: ids of the named backbone's vocabulary.
+
+    >>> sorted(masked_lm_targets("backbone"))
+    ['mask_ids', 'mask_weights']
+    """
+    return {
+        "mask_ids": ids(f"{backbone_attribute}.vocabulary_size", PREDICTIONS),
+        "mask_weights": weights(),
+    }
 
 
 def masked_lm_head_for(backbone, name="mlm_head"):
@@ -111,6 +124,10 @@ class BertPretrainer(Task):
         - [Devlin et al., 2019](https://arxiv.org/abs/1810.04805) (BERT, NSP)
         - [Lan et al., 2020](https://arxiv.org/abs/1909.11942) (ALBERT, SOP)
     """
+
+    # What `kbert.input_checks` checks beside the backbone's inputs.
+    INPUT_TABLE = {"mask_positions": positions()}
+    TARGET_TABLE = {**masked_lm_targets("backbone"), "pair_labels": ids(2, ("batch",))}
 
     def __init__(self, backbone, pair_objective="nsp", **kwargs):
         if pair_objective not in PAIR_OBJECTIVES:

@@ -3,8 +3,13 @@
 import keras
 from keras import ops
 
+from kbert.arguments import number, positive_number
 from kbert.backend_utils import scale_loss_for_replicas
-from kbert.pretraining.bert_pretrainer import MASKED_LM_INPUTS, masked_lm_loss
+from kbert.pretraining.bert_pretrainer import (
+    MASKED_LM_INPUTS,
+    masked_lm_loss,
+    masked_lm_targets,
+)
 from kbert.pretraining.objective_metrics import add_objective_metrics, track_objective
 from kbert.tasks.losses import weighted_mean
 from kbert.tasks.task import Task, backbone_inputs, require_keys
@@ -89,6 +94,10 @@ class DistillationTrainer(Task):
         - [Hinton et al., 2015](https://arxiv.org/abs/1503.02531) (knowledge distillation)
     """
 
+    # What `kbert.input_checks` checks: the student's inputs, and the targets.
+    CHECKED_BACKBONE = "student"
+    TARGET_TABLE = masked_lm_targets("student.backbone")
+
     def __init__(
         self,
         student,
@@ -112,8 +121,10 @@ class DistillationTrainer(Task):
                 f"{student.backbone.hidden_dim} and the teacher {teacher.backbone.hidden_dim}. "
                 "Use cosine_weight=0.0."
             )
-        if temperature <= 0:
-            raise ValueError(f"temperature must be positive; received {temperature}.")
+        positive_number("temperature", temperature)
+        number("ce_weight", ce_weight, 0)
+        number("mlm_weight", mlm_weight, 0)
+        number("cosine_weight", cosine_weight, 0)
         super().__init__(dtype=student.dtype_policy, **kwargs)
         self.student = student
         self.teacher = teacher

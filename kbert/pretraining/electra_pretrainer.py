@@ -3,10 +3,17 @@
 import keras
 from keras import ops
 
+from kbert.arguments import number, positive_int, positive_number
 from kbert.backend_utils import scale_loss_for_replicas
+from kbert.input_checks import positions
 from kbert.layers.activations import get_activation
 from kbert.layers.transformer_encoder import TransformerEncoder
-from kbert.pretraining.bert_pretrainer import MASKED_LM_INPUTS, masked_lm_head_for, masked_lm_loss
+from kbert.pretraining.bert_pretrainer import (
+    MASKED_LM_INPUTS,
+    masked_lm_head_for,
+    masked_lm_loss,
+    masked_lm_targets,
+)
 from kbert.pretraining.objective_metrics import add_objective_metrics, track_objective
 from kbert.tasks.losses import weighted_mean
 from kbert.tasks.task import Task, backbone_inputs, require_keys
@@ -106,6 +113,11 @@ class ElectraPretrainer(Task):
         - [Clark et al., 2020](https://arxiv.org/abs/2003.10555) (ELECTRA)
     """
 
+    # What `kbert.input_checks` checks beside the discriminator's inputs.
+    CHECKED_BACKBONE = "discriminator"
+    INPUT_TABLE = {"mask_positions": positions()}
+    TARGET_TABLE = masked_lm_targets("discriminator")
+
     def __init__(
         self,
         discriminator,
@@ -118,17 +130,16 @@ class ElectraPretrainer(Task):
         seed=None,
         **kwargs,
     ):
-        if generator_num_layers < 1:
-            raise ValueError(
-                f"generator_num_layers must be at least 1; received {generator_num_layers}."
-            )
-        if generator_hidden_dim % generator_num_heads:
+        positive_int("generator_num_layers", generator_num_layers)
+        positive_int("generator_intermediate_dim", generator_intermediate_dim)
+        number("discriminator_weight", discriminator_weight, 0)
+        positive_number("temperature", temperature)
+        generator_num_heads = positive_int("generator_num_heads", generator_num_heads)
+        if positive_int("generator_hidden_dim", generator_hidden_dim) % generator_num_heads:
             raise ValueError(
                 f"generator_hidden_dim={generator_hidden_dim} is not divisible by "
                 f"generator_num_heads={generator_num_heads}."
             )
-        if temperature <= 0:
-            raise ValueError(f"temperature must be positive; received {temperature}.")
         super().__init__(dtype=discriminator.dtype_policy, **kwargs)
         self.discriminator = discriminator
         self.generator_num_layers = generator_num_layers

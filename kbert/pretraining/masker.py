@@ -7,6 +7,7 @@ All of it is TensorFlow ops, for `tf.data` pipelines on any Keras backend.
 
 import numpy as np
 
+from kbert.arguments import non_negative_int, number, positive_int
 from kbert.backend_utils import lazy_import
 
 tf = lazy_import("tensorflow")
@@ -60,22 +61,15 @@ class Masker:
         continuation_mask=None,
         seed=None,
     ):
-        if vocabulary_size < 1:
-            raise ValueError(f"vocabulary_size must be positive, got {vocabulary_size}.")
-        if not 0 <= mask_token_id < vocabulary_size:
+        positive_int("vocabulary_size", vocabulary_size)
+        if not 0 <= non_negative_int("mask_token_id", mask_token_id) < vocabulary_size:
             raise ValueError(
                 f"mask_token_id {mask_token_id} is outside the vocabulary [0, {vocabulary_size})."
             )
-        if not 0.0 < mask_rate <= 1.0:
-            raise ValueError(f"mask_rate must be in (0, 1], got {mask_rate}.")
-        if max_predictions < 1:
-            raise ValueError(f"max_predictions must be at least 1, got {max_predictions}.")
-        for name, rate in (
-            ("mask_token_rate", mask_token_rate),
-            ("random_token_rate", random_token_rate),
-        ):
-            if not 0.0 <= rate <= 1.0:
-                raise ValueError(f"{name} must be in [0, 1], got {rate}.")
+        number("mask_rate", mask_rate, 0, 1, low_open=True)
+        positive_int("max_predictions", max_predictions)
+        number("mask_token_rate", mask_token_rate, 0, 1)
+        number("random_token_rate", random_token_rate, 0, 1)
         if mask_token_rate + random_token_rate > 1.0:
             raise ValueError(
                 "mask_token_rate + random_token_rate must be at most 1, got "

@@ -6,11 +6,14 @@ machine with no download. The steps:
 
 1. read the corpus into documents and hold out every tenth document;
 2. learn a WordPiece vocabulary from the training documents (or reuse the one
-   in the output folder when resuming);
+   in the output folder when resuming the same run);
 3. build the model (`--model`, sized to the vocabulary) and the objective's
    pretrainer, an AdamW optimizer with warm-up and linear decay;
-4. `fit` with a progress bar, backed up every epoch so that an interrupted run
-   resumes where it stopped (`keras.callbacks.BackupAndRestore`);
+4. `fit` with a progress bar, checkpointed every `save_every` steps and on
+   SIGINT or SIGTERM, so that an interrupted run (even by `kill -9`) resumes
+   at the exact step and batch, and ends as an uninterrupted one would
+   (`kbert.resumable_run.ResumableRun`); a rerun into the same output with
+   other arguments is refused unless `overwrite`;
 5. evaluate masked-LM loss and accuracy on the held-out documents, next to the
    accuracy of always predicting the most frequent training token;
 6. save the model (`model.keras`), the vocabulary (`vocab.txt`) and the
@@ -21,14 +24,14 @@ itself streams.
 """
 
 import ast
+import codecs
 import collections
+import hashlib
 import json
-import math
 import os
 import random
 import re
 import sysconfig
-import time
 
 import keras
 import numpy as np
@@ -37,11 +40,14 @@ from kbert.models.presets import PRESETS, T5_PRESETS, build
 from kbert.pretraining.bert_pretrainer import BertPretrainer
 from kbert.pretraining.electra_pretrainer import ElectraPretrainer
 from kbert.pretraining.optimizers import create_optimizer
-from kbert.pretraining.pretraining_dataset import OBJECTIVES, pretraining_dataset, read_documents
+from kbert.pretraining.pretraining_dataset import OBJECTIVES, corpus_sources, pretraining_dataset, read_documents
 from kbert.pretraining.span_bert_pretrainer import SpanBertPretrainer
+from kbert.resumable_run import DEFAULT_SAVE_EVERY, ResumableRun
 
 STEPS_PER_EPOCH = 50
 HELD_OUT_EVERY = 10
+OUTPUTS = ("vocab.txt", "model.keras", "metrics.json")
+_SNIFFED_BYTES = 1 << 16
 DEMO_SENTENCES = 3
 _SKIPPED_FOLDERS = {"site-packages", "test", "tests", "idle_test", "__pycache__"}
 _DOCUMENTED = (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)
@@ -170,11 +176,13 @@ def _demo(model, tokenizer, documents, sequence_length, rng, log):
         log(f"    answer: {answer.lower()}    model: {guesses}")
 
 
-def _check_run(model, objective, steps, batch_size, sequence_length):
+def _check_run(model, objective, steps, batch_size, sequence_length, learning_rate):
     if objective not in OBJECTIVES:
         raise ValueError(f"Unknown objective {objective!r}; expected one of {', '.join(OBJECTIVES)}.")
     if steps < 1 or batch_size < 1:
         raise ValueError(f"steps and batch size must be positive (received {steps}, {batch_size}).")
+    if not 0 < learning_rate < float("inf"):
+        raise ValueError(f"The learning rate must be positive; received {learning_rate}.")
     if model in T5_PRESETS:
         raise ValueError(
             f"kbert pretrain trains encoders; {model} is an encoder-decoder (pretrain T5 with "
@@ -185,6 +193,29 @@ def _check_run(model, objective, steps, batch_size, sequence_length):
     usable = PRESETS[model]["max_positions"] - PRESETS[model].get("position_offset", 0)
     if sequence_length > usable:
         raise ValueError(f"Sequence length {sequence_length} exceeds the {usable} positions of {model}.")
+
+
+def _corpus_record(corpus):
+    """The corpus as a rerun must give it again: absolute file paths, digests of document strings.
+
+    Raises `ValueError` for a file that is not UTF-8 text (an image, random
+    bytes), naming it.
+    """
+    record = []
+    for kind, source in corpus_sources(corpus):
+        if kind == "text":
+            record.append(hashlib.sha256(source.encode("utf-8")).hexdigest()[:16])
+            continue
+        with open(source, "rb") as f:
+            head = f.read(_SNIFFED_BYTES)
+        try:
+            codecs.getincrementaldecoder("utf-8")().decode(head)  # a character cut at the end is fine
+        except UnicodeDecodeError:
+            head = b"\0"
+        if b"\0" in head:
+            raise ValueError(f"Corpus file {source} is not UTF-8 text (it holds binary data); give text files.")
+        record.append(os.path.abspath(source))
+    return record
 
 
 def _tokenizer(output, train_documents, vocabulary_size, log):
@@ -199,12 +230,6 @@ def _tokenizer(output, train_documents, vocabulary_size, log):
         log(f"Learned a {len(tokens):,}-token WordPiece vocabulary (at most {vocabulary_size:,}) "
             f"from {len(train_documents)} documents.")
     return WordPieceTokenizer(vocabulary_path, lowercase=True)
-
-
-def _epochs(steps):
-    """`(epochs, steps_per_epoch)`: whole epochs of `STEPS_PER_EPOCH` steps (the resume unit)."""
-    steps_per_epoch = min(STEPS_PER_EPOCH, steps)
-    return math.ceil(steps / steps_per_epoch), steps_per_epoch
 
 
 def _compiled_pretrainer(model, objective, vocabulary_size, steps, learning_rate):
@@ -266,31 +291,37 @@ def run_pretraining(
     vocabulary_size=8000,
     learning_rate=5e-4,
     seed=0,
+    save_every=DEFAULT_SAVE_EVERY,
+    overwrite=False,
     callbacks=(),
     log=print,
 ):
     """Pretrain, evaluate and save; return the metrics dict. See the module docstring.
 
-    `steps` is rounded up to whole epochs of `STEPS_PER_EPOCH` steps (the
-    unit that an interrupted run resumes from). `corpus` is what
-    `read_documents` takes (files, folders); `None` uses `default_corpus()`.
-    `callbacks` are extra Keras callbacks for `fit` (for example
+    `corpus` is what `read_documents` takes (files, folders); `None` uses
+    `default_corpus()`. A checkpoint is saved every `save_every` steps and on
+    SIGINT or SIGTERM; a rerun with the same arguments resumes from it, one
+    with other arguments into the same `output` is refused unless
+    `overwrite`. `callbacks` are extra Keras callbacks for `fit` (for example
     `keras.callbacks.TensorBoard`); `log` prints the progress lines.
     Raises `ValueError` for bad input (unknown model or objective, missing
-    corpus path, empty corpus, sequence length over the model's positions).
+    or binary corpus file, empty corpus, sequence length over the model's
+    positions, an output that is a file or cannot be written, other
+    arguments than the output's run), `FloatingPointError` for a NaN loss.
 
     Example: `run_pretraining(model="bert_tiny", steps=20, output="runs/tiny")`
     returns `{"held_out_mlm_accuracy": ..., "most_frequent_token_accuracy": ..., ...}`.
     """
-    _check_run(model, objective, steps, batch_size, sequence_length)
-    start = time.time()
+    _check_run(model, objective, steps, batch_size, sequence_length, learning_rate)
+    arguments = dict(corpus=_corpus_record(corpus) if corpus else None, model=model,
+                     objective=objective, steps=steps, batch_size=batch_size, sequence_length=sequence_length,
+                     vocabulary_size=vocabulary_size, learning_rate=learning_rate, seed=seed,
+                     backend=keras.backend.backend())
+    run = ResumableRun(output, arguments, steps, OUTPUTS, save_every, overwrite, log)
     keras.utils.set_random_seed(seed)
     documents = default_corpus() if not corpus else ["\n".join(d) for d in read_documents(corpus)]
     train_documents, held_out_documents = _split(documents)
-    os.makedirs(output, exist_ok=True)
     tokenizer = _tokenizer(output, train_documents, vocabulary_size, log)
-    epochs, steps_per_epoch = _epochs(steps)
-    steps = epochs * steps_per_epoch
     backbone, pretrainer = _compiled_pretrainer(
         model, objective, tokenizer.vocabulary_size, steps, learning_rate
     )
@@ -301,14 +332,7 @@ def run_pretraining(
     held_out, held_out_batches = _held_out_dataset(held_out_documents, seed, data)
     log(f"Pretraining {model} ({backbone.count_params():,} parameters) with {objective} "
         f"for {steps} steps of {batch_size} x {sequence_length} on {keras.backend.backend()} ...")
-    pretrainer.fit(
-        train,
-        epochs=epochs,
-        steps_per_epoch=steps_per_epoch,
-        callbacks=[keras.callbacks.BackupAndRestore(os.path.join(output, "backup")), *callbacks],
-        shuffle=False,  # the dataset shuffles
-        verbose=1 if log is print else 2,
-    )
+    run.fit(pretrainer, train, min(STEPS_PER_EPOCH, steps), callbacks, verbose=1 if log is print else 2)
 
     metrics = {
         "backend": keras.backend.backend(),
@@ -319,11 +343,12 @@ def run_pretraining(
         "sequence_length": sequence_length,
         "vocabulary_size": tokenizer.vocabulary_size,
         **_evaluation(pretrainer, held_out, held_out_batches, train_documents, tokenizer, log),
-        "wall_time_seconds": round(time.time() - start, 1),
+        "wall_time_seconds": round(run.elapsed_seconds(), 1),
     }
     pretrainer.save(os.path.join(output, "model.keras"))
     with open(os.path.join(output, "metrics.json"), "w") as f:
         json.dump(metrics, f, indent=2)
+    run.finish()
     log(f"Saved model.keras, vocab.txt and metrics.json to {output}")
     _demo(pretrainer, tokenizer, held_out_documents, sequence_length, random.Random(seed), log)
     return metrics

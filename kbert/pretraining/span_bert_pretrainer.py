@@ -3,8 +3,14 @@
 import keras
 
 from kbert.backend_utils import scale_loss_for_replicas
+from kbert.input_checks import PREDICTIONS, ids, positions
 from kbert.layers.span_boundary_head import SpanBoundaryHead
-from kbert.pretraining.bert_pretrainer import MASKED_LM_INPUTS, masked_lm_head_for, masked_lm_loss
+from kbert.pretraining.bert_pretrainer import (
+    MASKED_LM_INPUTS,
+    masked_lm_head_for,
+    masked_lm_loss,
+    masked_lm_targets,
+)
 from kbert.pretraining.objective_metrics import add_objective_metrics
 from kbert.tasks.task import Task, backbone_inputs, require_keys
 
@@ -58,6 +64,15 @@ class SpanBertPretrainer(Task):
     References:
         - [Joshi et al., 2020](https://arxiv.org/abs/1907.10529) (SpanBERT)
     """
+
+    # What `kbert.input_checks` checks beside the backbone's inputs.
+    INPUT_TABLE = {
+        "mask_positions": positions(),
+        "span_left": positions(),
+        "span_right": positions(),
+        "span_offsets": ids("max_span_length", PREDICTIONS),
+    }
+    TARGET_TABLE = masked_lm_targets("backbone")
 
     def __init__(self, backbone, max_span_length=15, position_embedding_dim=200, **kwargs):
         super().__init__(dtype=backbone.dtype_policy, **kwargs)

@@ -1,5 +1,6 @@
 """T5's span corruption objective as TensorFlow ops, with static output shapes."""
 
+from kbert.arguments import non_negative_int, number, positive_int
 from kbert.backend_utils import lazy_import
 
 tf = lazy_import("tensorflow")
@@ -85,17 +86,13 @@ class SpanCorruption:
         mean_noise_span_length=3.0,
         end_id=1,
     ):
-        if not 0 < noise_density < 1:
-            raise ValueError(f"noise_density must be in (0, 1); received {noise_density}.")
-        if mean_noise_span_length < 1:
-            raise ValueError(
-                f"mean_noise_span_length must be at least 1; received {mean_noise_span_length}."
-            )
-        self.inputs_length = int(inputs_length)
-        self.vocabulary_size = int(vocabulary_size)
-        self.noise_density = float(noise_density)
-        self.mean_noise_span_length = float(mean_noise_span_length)
-        self.end_id = int(end_id)
+        self.inputs_length = positive_int("inputs_length", inputs_length)
+        self.vocabulary_size = positive_int("vocabulary_size", vocabulary_size)
+        self.noise_density = number(
+            "noise_density", noise_density, 0, 1, low_open=True, high_open=True
+        )
+        self.mean_noise_span_length = number("mean_noise_span_length", mean_noise_span_length, 1)
+        self.end_id = non_negative_int("end_id", end_id)
         self.raw_length, self.targets_length = span_corruption_lengths(
             self.inputs_length, self.noise_density, self.mean_noise_span_length
         )

@@ -2,6 +2,7 @@
 
 import numpy as np
 
+from kbert.arguments import number, positive_int
 from kbert.backend_utils import lazy_import
 from kbert.pretraining.masker import Masker, prediction_slots, word_indices
 
@@ -80,12 +81,8 @@ class SpanMasker(Masker):
         **options,
     ):
         super().__init__(vocabulary_size, mask_token_id, special_token_ids, **options)
-        if not 0.0 < geometric_p <= 1.0:
-            raise ValueError(f"geometric_p must be in (0, 1], got {geometric_p}.")
-        if max_span_length < 1:
-            raise ValueError(f"max_span_length must be at least 1, got {max_span_length}.")
-        self.geometric_p = float(geometric_p)
-        self.max_span_length = int(max_span_length)
+        self.geometric_p = number("geometric_p", geometric_p, 0, 1, low_open=True)
+        self.max_span_length = positive_int("max_span_length", max_span_length)
         lengths = np.arange(1, self.max_span_length + 1)
         weights = self.geometric_p * (1.0 - self.geometric_p) ** (lengths - 1)
         #: P(span = k words) for k = 1 .. max_span_length.

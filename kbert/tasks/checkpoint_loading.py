@@ -5,12 +5,13 @@
   `do_lower_case: false`) or `spiece.model` (SentencePiece);
 - a kbert `model.keras` (a backbone, or a pretrainer or task that wraps one,
   as `kbert pretrain` writes) with its `vocab.txt` beside it;
-- a builder name (`bert_mini`, ...): random initialisation, the from-scratch
-  control, sized to the vocabulary.
+- a builder name (`bert_mini`, `t5_small`, ...): random initialisation, the
+  from-scratch control, sized to the vocabulary.
 
 `vocabulary` (a `vocab.txt` or `spiece.model`) overrides the tokenizer found
-beside the checkpoint; for a builder name without one, a WordPiece
-vocabulary is learned from the training texts.
+beside the checkpoint; for a builder name without one, a vocabulary is
+learned from the training texts: WordPiece for an encoder, SentencePiece
+(T5's ids: pad 0, end 1, unknown 2) for a T5.
 """
 
 import json
@@ -19,7 +20,6 @@ import os
 import keras
 
 from kbert.models.backbone import Backbone
-from kbert.models.encoder import Encoder
 
 LEARNED_VOCABULARY_SIZE = 8000
 
@@ -60,17 +60,18 @@ def _backbone_of(model, path):
     raise ValueError(f"{path} holds a {type(model).__name__}, which wraps no kbert backbone.")
 
 
-def _learned_tokenizer(texts):
-    from kbert.text import WordPieceTokenizer, learn_word_piece_vocabulary
+def _learned_tokenizer(texts, sentence_piece):
+    from kbert.text import (SentencePieceTokenizer, WordPieceTokenizer, learn_word_piece_vocabulary,
+                            train_sentence_piece)
 
     if not texts:
         raise ValueError("No vocabulary given and no training text to learn one from.")
+    if sentence_piece:
+        return SentencePieceTokenizer(train_sentence_piece(texts, LEARNED_VOCABULARY_SIZE))
     return WordPieceTokenizer(learn_word_piece_vocabulary(texts, LEARNED_VOCABULARY_SIZE), lowercase=True)
 
 
-def _check_backbone(backbone, tokenizer, checkpoint):
-    if not isinstance(backbone, Encoder):
-        raise ValueError(f"{checkpoint} holds a {type(backbone).__name__}; kbert finetune fine-tunes encoders.")
+def _check_vocabulary(backbone, tokenizer, checkpoint):
     if tokenizer.vocabulary_size > backbone.vocabulary_size:
         raise ValueError(
             f"The vocabulary has {tokenizer.vocabulary_size:,} tokens but {checkpoint} has "
@@ -83,15 +84,15 @@ def load_checkpoint(checkpoint, vocabulary=None, texts=()):
 
     Raises:
         FileNotFoundError: a path that does not exist, or no vocabulary beside it.
-        ValueError: an unknown builder name, a model with no encoder (a T5),
-            or a vocabulary larger than the model's token table.
+        ValueError: an unknown builder name, a saved model with no kbert
+            backbone, or a vocabulary larger than the model's token table.
 
     Example:
     >>> backbone, tokenizer = load_checkpoint("bert_tiny", texts=["a small example text"] * 4)
     >>> backbone.vocabulary_size == tokenizer.vocabulary_size
     True
     """
-    from kbert.models import build, from_huggingface
+    from kbert.models import T5_PRESETS, build, from_huggingface
 
     checkpoint = os.fspath(checkpoint)
     if os.path.isdir(checkpoint):
@@ -107,7 +108,8 @@ def load_checkpoint(checkpoint, vocabulary=None, texts=()):
     elif "/" in checkpoint or os.sep in checkpoint:  # a path, where builder names have none
         raise FileNotFoundError(f"--checkpoint not found: {checkpoint}")
     else:
-        tokenizer = _tokenizer(vocabulary) if vocabulary else _learned_tokenizer(list(texts))
+        learned = vocabulary is None
+        tokenizer = _learned_tokenizer(list(texts), checkpoint in T5_PRESETS) if learned else _tokenizer(vocabulary)
         backbone = build(checkpoint, vocabulary_size=tokenizer.vocabulary_size)
-    _check_backbone(backbone, tokenizer, checkpoint)
+    _check_vocabulary(backbone, tokenizer, checkpoint)
     return backbone, tokenizer

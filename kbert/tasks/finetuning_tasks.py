@@ -1,22 +1,25 @@
-"""The five tasks of `kbert finetune`: how each reads its files, batches, builds, predicts and scores.
+"""The six tasks of `kbert finetune`: how each reads its files, batches, builds, predicts and scores.
 
-`TASKS[name]` is a `FinetuningTask` for `classify` (GLUE-style
-classification), `regress` (STS-B-style regression), `tag` (CoNLL NER),
-`qa` (SQuAD 1.1 / 2.0) and `choice` (SWAG). `read(name, path, train)` reads a
-file into a `TaskData` (`kbert.tasks.task_data`). A validation file is read
+`TASKS[name]` is a `kbert.tasks.finetuning_task.FinetuningTask` for
+`classify` (GLUE-style classification), `regress` (STS-B-style regression),
+`tag` (CoNLL NER), `qa` (SQuAD 1.1 / 2.0) and `choice` (SWAG) on an encoder,
+and `text` (T5's text to text, scored on generated text) on a T5.
+`read(name, path, train)` reads a file into a `TaskData`
+(`kbert.tasks.task_data`). A validation file is read
 against the training file: a label not seen in training, text pairs where
 training had single texts (or the reverse) and another number of SWAG
 endings are errors naming the file and its row.
 """
 
-import dataclasses
 import json
-from typing import Callable
 
 import numpy as np
 
+from kbert.models.t5 import T5
 from kbert.tasks import metrics, readers
+from kbert.tasks.finetuning_task import FinetuningTask
 from kbert.tasks.multiple_choice import MultipleChoice
+from kbert.tasks.seq2seq_lm import Seq2SeqLM
 from kbert.tasks.span_question_answering import SpanQuestionAnswering
 from kbert.tasks.task_data import TaskData
 from kbert.tasks.text_classifier import TextClassifier
@@ -34,16 +37,6 @@ def question_answering_window_sizes(sequence_length):
     ({'max_query_length': 64, 'doc_stride': 128}, {'max_query_length': 16, 'doc_stride': 10})
     """
     return dict(max_query_length=min(64, sequence_length // 2), doc_stride=min(128, sequence_length // 3))
-
-
-@dataclasses.dataclass(frozen=True)
-class FinetuningTask:
-    """What `kbert finetune` does for one task: `read`, `dataset`, `model` and `evaluate`."""
-
-    read: Callable
-    dataset: Callable
-    model: Callable
-    evaluate: Callable
 
 
 def read(task, path, train=None):
@@ -245,6 +238,31 @@ def _number_of_choices(data):
     return len(data.examples[0]["choices"])
 
 
+# --- text --------------------------------------------------------------------------
+
+
+def _read_text_to_text(path, train):
+    return TaskData(readers.read_text_to_text(path))
+
+
+def _text_to_text_dataset(data, **options):
+    return _builder_dataset("text_to_text_dataset", data, **options)
+
+
+def _text_to_text_scores(model, data, tokenizer, sequence_length, batch_size):
+    """Exact match and F1 of greedily generated texts, at most `sequence_length` tokens each."""
+    sources = [{"source": example["source"]} for example in data.examples]
+    dataset = _text_to_text_dataset(TaskData(sources), tokenizer=tokenizer, sequence_length=sequence_length,
+                                    batch_size=batch_size, pad_final_batch=True)
+    generated = [model.generate({name: np.asarray(value) for name, value in x.items()},
+                                max_new_tokens=sequence_length) for x in dataset]
+    texts = tokenizer.detokenize(np.concatenate(generated)[: len(sources)]).numpy()
+    predictions = [text.decode("utf-8") for text in texts]
+    targets = [example["target"] for example in data.examples]
+    rows = [{"target": t, "prediction": p} for t, p in zip(targets, predictions)]
+    return metrics.text_to_text_scores(predictions, targets), rows
+
+
 TASKS = {
     "classify": FinetuningTask(
         _read_classification, _text_dataset,
@@ -262,5 +280,8 @@ TASKS = {
         _read_swag, _choice_dataset,
         lambda backbone, train: MultipleChoice(backbone, num_choices=_number_of_choices(train)),
         _choice_scores),
+    "text": FinetuningTask(
+        _read_text_to_text, _text_to_text_dataset, lambda backbone, train: Seq2SeqLM(backbone),
+        _text_to_text_scores, backbone_type=T5),
 }
 """The tasks of `kbert finetune`, by name."""

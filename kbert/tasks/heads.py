@@ -11,6 +11,7 @@ the same way.
 import keras
 from keras import ops
 
+from kbert.arguments import probability
 from kbert.tasks.task import backbone_inputs, require_keys
 
 # Inputs every task needs; `segment_ids` may be left out (zeros), and a
@@ -59,7 +60,7 @@ def head_dropout(backbone, rate):
     >>> head_dropout(kbert.models.bert_tiny(num_layers=1), 0.1).rate
     0.1
     """
-    return keras.layers.Dropout(rate, dtype=backbone.dtype_policy, name="dropout")
+    return keras.layers.Dropout(probability("dropout", rate), dtype=backbone.dtype_policy, name="dropout")
 
 
 def labelled(labels):

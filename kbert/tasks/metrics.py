@@ -1,9 +1,11 @@
-"""Fine-tuning metrics under their official definitions: SQuAD, entity-level F1 and GLUE.
+"""Fine-tuning metrics under their official definitions: SQuAD, entity-level F1, GLUE and text-to-text.
 
 - `squad_scores` is the official SQuAD evaluation (`evaluate-v2.0.py`, which on
   SQuAD 1.1 data gives `evaluate-v1.1.py`'s exact match and F1), with its
   HasAns/NoAns split and its best no-answer threshold.
 - `entity_f1` is what `seqeval` computes in its default (conlleval) mode.
+- `text_to_text_scores` scores generated text as T5 does: SQuAD's exact
+  match and F1 against the reference text.
 - `glue_scores` takes accuracy, F1, Matthews correlation, Pearson and Spearman
   from scikit-learn and scipy, imported when first called.
 
@@ -150,6 +152,30 @@ def squad_scores(predictions, dataset, no_answer_probabilities=None):
             best, threshold = _best_threshold(raw, predictions, no_answer_probabilities, questions, answered)
             scores.update({f"best_{name}": best, f"best_{name}_thresh": threshold})
     return scores
+
+
+def text_to_text_scores(predictions, references):
+    """Exact match and token F1 in percent of generated texts against references, as T5 reports.
+
+    Each pair is scored as a SQuAD answer (`normalize_answer`, `answer_f1`):
+    on a task cast as text ("positive"/"negative") `exact` is the accuracy
+    in percent; on free text (SQuAD as text to text) both are SQuAD's scores.
+
+    Args:
+        predictions: the generated strings.
+        references: the target strings, as many.
+
+    >>> scores = text_to_text_scores(["positive", "the cat sat"], ["Positive.", "cat"])
+    >>> scores["exact"], round(scores["f1"], 2)  # "cat sat" against "cat": F1 2/3
+    (50.0, 83.33)
+    """
+    predictions, references = list(predictions), list(references)
+    if len(predictions) != len(references) or not predictions:
+        raise ValueError(f"Expected as many predictions as references, and some; got {len(predictions)} "
+                         f"and {len(references)}.")
+    exact = [float(normalize_answer(p) == normalize_answer(r)) for p, r in zip(predictions, references)]
+    f1 = [answer_f1(r, p) for p, r in zip(predictions, references)]
+    return {"exact": 100.0 * sum(exact) / len(exact), "f1": 100.0 * sum(f1) / len(f1)}
 
 
 def _best_threshold(raw_scores, predictions, probabilities, questions, answered):

@@ -3,7 +3,9 @@
 import keras
 from keras import ops
 
+from kbert.arguments import integer
 from kbert.backend_utils import check_ids_in_range, scale_loss_for_replicas
+from kbert.input_checks import labels
 from kbert.tasks.heads import (
     ENCODER_INPUTS,
     encode,
@@ -60,9 +62,12 @@ class MultipleChoice(Task):
         - [Devlin et al., 2019](https://arxiv.org/abs/1810.04805) §4.4 (SWAG)
     """
 
+    # What `kbert.input_checks` checks: the backbone's inputs, one per choice, and the labels.
+    BACKBONE_EXTRA_DIMS = ("num_choices",)
+    TARGET_TABLE = {"labels": labels("num_choices")}
+
     def __init__(self, backbone, num_choices, dropout=0.1, **kwargs):
-        if int(num_choices) < 2:
-            raise ValueError(f"num_choices must be 2 or more; received {num_choices}.")
+        integer("num_choices", num_choices, minimum=2)
         super().__init__(dtype=backbone.dtype_policy, **kwargs)
         self.backbone = backbone
         self.num_choices = int(num_choices)

@@ -1,4 +1,4 @@
-"""Readers of the fine-tuning data formats: GLUE-style tables, CoNLL-2003, SQuAD and SWAG.
+"""Readers of the fine-tuning data formats: GLUE-style tables, CoNLL-2003, SQuAD, SWAG, text-to-text.
 
 Plain Python (`csv`, `json`), the same on every backend, without TensorFlow.
 Each reader returns a list of dicts, one per example, with the keys the
@@ -9,7 +9,8 @@ Each reader returns a list of dicts, one per example, with the keys the
 - `read_conll`: `words` and `tags`, lists of strings;
 - `read_squad`: `id`, `question`, `context`, `answers` (a list of
   `{"text", "answer_start"}`) and `is_impossible`;
-- `read_swag`: `context`, `choices` (a list of strings) and `label` (an int).
+- `read_swag`: `context`, `choices` (a list of strings) and `label` (an int);
+- `read_text_to_text`: `source` and `target` (T5's text-to-text format).
 
 Bad input raises a one-line `ValueError` naming the file and the line:
 a missing column, an empty file, a label not seen in training, a regression
@@ -371,5 +372,35 @@ def read_swag(path):
                     f"(0 to {len(endings) - 1})."
                 )
             example["label"] = int(row["label"])
+        examples.append(example)
+    return examples
+
+
+def read_text_to_text(path, source_column="source", target_column="target"):
+    """Read text-to-text pairs (T5) from a TSV or CSV with a header row, or JSONL.
+
+    T5 casts every task as text to text: `source` is the prefixed input
+    ("sst2 sentence: a fine film.", "translate English to German: ..."),
+    `target` the text to generate ("positive", "Das Haus ist klein.").
+
+    Returns:
+        A list of dicts with `source` and `target`.
+
+    Raises:
+        ValueError: missing file or column, empty file, an empty source or target.
+
+    >>> import pathlib, tempfile
+    >>> path = pathlib.Path(tempfile.mkdtemp()) / "train.jsonl"
+    >>> _ = path.write_text('{"source": "sst2 sentence: a fine film.", "target": "positive"}\\n')
+    >>> read_text_to_text(path)
+    [{'source': 'sst2 sentence: a fine film.', 'target': 'positive'}]
+    """
+    examples = []
+    for line, row in _table_rows(path, [source_column, target_column]):
+        example = {}
+        for key, column in (("source", source_column), ("target", target_column)):
+            example[key] = _text(path, line, row[column], column)
+            if not example[key].strip():
+                raise ValueError(f"{os.fspath(path)}, line {line}: the {column!r} column is empty.")
         examples.append(example)
     return examples

@@ -4,6 +4,7 @@ import keras
 from keras import ops
 
 from kbert.backend_utils import scale_loss_for_replicas
+from kbert.input_checks import ids
 from kbert.generation.seq2seq_generator import Seq2SeqGenerator, check_generation_interface
 from kbert.tasks.task import Task
 
@@ -38,11 +39,19 @@ class Seq2SeqLM(Task):
     (1, 4)
     """
 
+    # What `kbert.input_checks` checks beside the backbone's inputs.
+    TARGET_TABLE = {"target_ids": ids("backbone.vocabulary_size", ("batch", "decoder_sequence"))}
+
     def __init__(self, backbone, **kwargs):
         check_generation_interface(backbone)
         super().__init__(dtype=backbone.dtype_policy, **kwargs)
         self.backbone = backbone
         self._generators = {}
+        self.build()
+
+    def build(self, input_shape=None):
+        """Nothing to build: the backbone is built at construction, and the task adds no layer."""
+        self.built = True
 
     def call(self, inputs, training=None):
         return self.backbone(inputs, training=training)["logits"]

@@ -5,6 +5,7 @@ import numpy as np
 from keras import ops
 
 from kbert.backend_utils import check_ids_in_range, is_eager_tensor, scale_loss_for_replicas
+from kbert.input_checks import mask, positions
 from kbert.layers.attention_mask import MASKED_SCORE
 from kbert.tasks.heads import encode, head_dense, labelled, task_targets
 from kbert.tasks.losses import weighted_cross_entropy
@@ -95,6 +96,13 @@ class SpanQuestionAnswering(Task):
         - [Beltagy et al., 2020](https://arxiv.org/abs/2004.05150) §6 (Longformer QA)
         - [Zaheer et al., 2020](https://arxiv.org/abs/2007.14062) (BigBird)
     """
+
+    # What `kbert.input_checks` checks beside the backbone's inputs.
+    INPUT_TABLE = {"question_mask": mask()}
+    TARGET_TABLE = {
+        "start_positions": positions(("batch",), allow_negative=True),
+        "end_positions": positions(("batch",), allow_negative=True),
+    }
 
     def __init__(self, backbone, **kwargs):
         super().__init__(dtype=backbone.dtype_policy, **kwargs)

@@ -7,10 +7,11 @@ of inputs or targets, `backbone_inputs` picks the backbone's entries from it.
 import keras
 from keras import ops
 
+from kbert.input_checks import InputChecks, check_inputs
 from kbert.serialization import attribute_config, deserialize_arguments
 
 
-class Task(keras.Model):
+class Task(InputChecks, keras.Model):
     """A backbone (or several) with heads and a loss, trained with `compile` and `fit`.
 
     Subclasses take their backbones and options as constructor arguments, keep
@@ -19,6 +20,10 @@ class Task(keras.Model):
     constructor's arguments back from the attributes, serializing the wrapped
     backbones, and `from_config` rebuilds them, so a task round-trips
     through `.keras` files with no code of its own.
+
+    Inputs and targets are checked (`kbert.input_checks`): the wrapped
+    backbone's (`CHECKED_BACKBONE`), and the subclass's own `INPUT_TABLE` and
+    `TARGET_TABLE`.
 
     Example:
     >>> import kbert
@@ -35,6 +40,12 @@ class Task(keras.Model):
     >>> Regressor.from_config(model.get_config()).backbone.num_layers
     1
     """
+
+    CHECKED_BACKBONE = "backbone"
+
+    def __call__(self, inputs, *args, **kwargs):
+        check_inputs(self, inputs)
+        return super().__call__(inputs, *args, **kwargs)
 
     def get_config(self):
         config = {"name": self.name, "trainable": self.trainable}

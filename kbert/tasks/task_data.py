@@ -23,7 +23,7 @@ class TaskData:
         """Every text of the examples, to learn a vocabulary from."""
         texts = []
         for example in self.examples:
-            for key in ("text", "text_pair", "question", "context"):
+            for key in ("text", "text_pair", "question", "context", "source", "target"):
                 texts += [example[key]] if key in example else []
             texts += [" ".join(example.get("words", []))] + list(example.get("choices", []))
         return [text for text in texts if text]

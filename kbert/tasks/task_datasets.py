@@ -22,6 +22,9 @@ the kbert encoders and task models take:
   a word's first, `[CLS]`, `[SEP]` and padding), int32 `(batch,)` the right
   choice (`multiple_choice_dataset`); `start_positions` and `end_positions`,
   int32 `(batch,)`, for question answering.
+- text to text (`text_to_text_dataset`, T5): `x` with `encoder_token_ids`,
+  `encoder_padding_mask`, `decoder_token_ids`, `decoder_padding_mask`, and
+  `y` the target ids `(batch, target_length)`, as `kbert.tasks.Seq2SeqLM` takes.
 
 Examples without labels give `x` alone (for `predict`).
 
@@ -362,3 +365,77 @@ def multiple_choice_dataset(
             f"Example {bad[0]}: label {arrays['labels'][bad[0]]} is not a choice index."
         )
     return arrays_dataset(batches, arrays, _INPUTS, ["labels"])
+
+
+def _end_terminated(tokenizer, texts, length):
+    """Int32 ids `(len(texts), length)`: each text's pieces, cut to `length - 1`, its end id, padding."""
+    ids = tf.cast(tokenizer.tokenize(tf.constant(texts)), tf.int32)
+    if getattr(tokenizer, "add_end", False):
+        ids = ids[:, :-1]
+    ends = tf.RaggedTensor.from_tensor(tf.fill([ids.nrows(), 1], tokenizer.end_id))
+    ids = tf.concat([ids[:, : length - 1], ends], axis=1)
+    return ids.to_tensor(default_value=tokenizer.pad_id, shape=[None, length])
+
+
+def text_to_text_dataset(
+    examples,
+    tokenizer,
+    sequence_length=128,
+    target_length=None,
+    batch_size=32,
+    training=False,
+    seed=None,
+    pad_final_batch=False,
+):
+    """Source texts to encoder inputs and target texts to teacher-forced decoder inputs (T5).
+
+    Sources and targets end with the tokenizer's end id, cut before it when
+    too long; the decoder reads the targets shifted right behind the pad id
+    (`kbert.models.seq2seq_inputs`), and the loss skips pad targets. Padded
+    rows (`pad_final_batch`) are all pad.
+
+    Args:
+        examples: dicts with `source` and, for training, `target` (all or
+            none), as `read_text_to_text` gives.
+        tokenizer: a tokenizer with `end_id` and `pad_id`, such as T5's
+            `kbert.text.SentencePieceTokenizer`.
+        sequence_length: the length of the sources.
+        target_length: the length of the targets; `None`: the longest target
+            of `examples`, at most `sequence_length`.
+        batch_size, training, seed, pad_final_batch: see the module docstring.
+
+    Returns:
+        A `tf.data.Dataset` of `(x, target_ids)`, all int32.
+
+    Example:
+
+    >>> from kbert.text import SentencePieceTokenizer, train_sentence_piece
+    >>> tokenizer = SentencePieceTokenizer(train_sentence_piece(["yes no maybe"] * 20, 12))
+    >>> examples = [{"source": "maybe", "target": "yes"}]
+    >>> x, y = next(iter(text_to_text_dataset(examples, tokenizer, sequence_length=8)))
+    >>> pieces = len(tokenizer.tokenize("yes"))  # the target's pieces, then the end id
+    >>> y.shape == (1, pieces + 1), int(y[0, -1]) == tokenizer.end_id, x["decoder_token_ids"].shape == y.shape
+    (True, True, True)
+    """
+    from kbert.models.t5 import seq2seq_inputs
+
+    if getattr(tokenizer, "end_id", None) is None or getattr(tokenizer, "pad_id", None) is None:
+        raise ValueError(f"{type(tokenizer).__name__} has no end or padding token (end_id, pad_id); "
+                         "text to text needs an encoder-decoder's tokenizer, such as T5's SentencePiece model.")
+    batches = index_batches(len(examples), batch_size, training, seed, pad_final_batch)
+    has_targets = _all_or_none(examples, "target")
+    arrays = _packed_in_blocks(len(examples), lambda rows: {
+        "source": _end_terminated(tokenizer, [e["source"] for e in examples[rows]], sequence_length),
+        "target": _end_terminated(tokenizer, [e.get("target", "") for e in examples[rows]],
+                                  target_length or sequence_length),
+    })
+    targets = arrays["target"]
+    if target_length is None:  # cut to the longest
+        targets = targets[:, : int((targets != tokenizer.pad_id).sum(-1).max())]
+    arrays = seq2seq_inputs(arrays["source"], targets, tokenizer.pad_id, start_id=tokenizer.pad_id)
+    if not has_targets:
+        return arrays_dataset(batches, arrays, ["encoder_token_ids", "encoder_padding_mask"])
+    arrays["target_ids"] = targets
+    dataset = arrays_dataset(batches, arrays, list(arrays)[:4], ["target_ids"])
+    # Padded rows (label -1) get pad targets, which the loss skips.
+    return dataset.map(lambda x, y: (x, tf.where(y["target_ids"] < 0, tokenizer.pad_id, y["target_ids"])))

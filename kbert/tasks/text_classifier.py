@@ -3,7 +3,9 @@
 import keras
 from keras import ops
 
+from kbert.arguments import positive_int
 from kbert.backend_utils import check_ids_in_range, scale_loss_for_replicas
+from kbert.input_checks import labels
 from kbert.layers.activations import get_activation, serialize_activation
 from kbert.tasks.heads import encode, head_dense, head_dropout, labelled, task_targets
 from kbert.tasks.losses import weighted_cross_entropy, weighted_mean
@@ -85,11 +87,11 @@ class TextClassifier(Task):
         - [Liu et al., 2019](https://arxiv.org/abs/1907.11692) (RoBERTa's head)
     """
 
+    # What `kbert.input_checks` checks beside the backbone's inputs.
+    TARGET_TABLE = {"labels": labels("num_classes")}
+
     def __init__(self, backbone, num_classes, dropout=0.1, hidden_activation=None, **kwargs):
-        if int(num_classes) < 1:
-            raise ValueError(
-                f"num_classes must be 1 (regression) or more; received {num_classes}."
-            )
+        positive_int("num_classes", num_classes)  # 1 is regression
         super().__init__(dtype=backbone.dtype_policy, **kwargs)
         self.backbone = backbone
         self.num_classes = int(num_classes)

@@ -3,7 +3,9 @@
 import keras
 from keras import ops
 
+from kbert.arguments import integer
 from kbert.backend_utils import check_ids_in_range, scale_loss_for_replicas
+from kbert.input_checks import TOKENS, labels
 from kbert.tasks.heads import encode, head_dense, head_dropout, labelled, task_targets
 from kbert.tasks.losses import weighted_cross_entropy
 from kbert.tasks.task import Task
@@ -52,9 +54,11 @@ class TokenClassifier(Task):
         - [Devlin et al., 2019](https://arxiv.org/abs/1810.04805) §5.3 (NER)
     """
 
+    # What `kbert.input_checks` checks beside the backbone's inputs.
+    TARGET_TABLE = {"labels": labels("num_labels", TOKENS)}
+
     def __init__(self, backbone, num_labels, dropout=0.1, **kwargs):
-        if int(num_labels) < 2:
-            raise ValueError(f"num_labels must be 2 or more; received {num_labels}.")
+        integer("num_labels", num_labels, minimum=2)
         super().__init__(dtype=backbone.dtype_policy, **kwargs)
         self.backbone = backbone
         self.num_labels = int(num_labels)

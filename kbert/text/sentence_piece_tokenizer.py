@@ -92,23 +92,31 @@ class SentencePieceTokenizer:
             raise ValueError("model must be a .model file path or the model's bytes.")
         self.model = model
         self.add_end = bool(add_end)
-        self._tokenizer = tf_text.SentencepieceTokenizer(
-            model=model, out_type=tf.int32, add_eos=add_end
-        )
-        self.vocabulary_size = int(self._tokenizer.vocab_size())
-        ids = self._tokenizer.string_to_id(["<pad>", "</s>", "<unk>"]).numpy().tolist()
+        ops = self._ops()
+        self.vocabulary_size = int(ops.vocab_size())
+        ids = ops.string_to_id(["<pad>", "</s>", "<unk>"]).numpy().tolist()
         self.pad_id, self.end_id, self.unknown_id = ids
-        self.cls_id, self.sep_id = (self._piece_id(piece) for piece in ("[CLS]", "[SEP]"))
+        self.cls_id, self.sep_id = (self._piece_id(ops, piece) for piece in ("[CLS]", "[SEP]"))
 
-    def _piece_id(self, piece):
+    def _ops(self):
+        """A tensorflow-text tokenizer over the model, made anew for each use (milliseconds).
+
+        One kept from the constructor would not do: `tf.random.set_seed`
+        (which `keras.utils.set_random_seed` calls) clears TensorFlow's kernel
+        caches, and with them the model of every SentencePiece op made before.
+        """
+        return tf_text.SentencepieceTokenizer(model=self.model, out_type=tf.int32, add_eos=self.add_end)
+
+    @staticmethod
+    def _piece_id(ops, piece):
         """The id of `piece`, or `None` when the model has no such piece."""
-        piece_id = int(self._tokenizer.string_to_id(piece))
-        found = self._tokenizer.id_to_string(piece_id).numpy().decode() == piece
+        piece_id = int(ops.string_to_id(piece))
+        found = ops.id_to_string(piece_id).numpy().decode() == piece
         return piece_id if found else None
 
     def tokenize(self, texts):
         """Strings (scalar or batch) to int32 ids (a `tf.RaggedTensor` for a batch)."""
-        return self._tokenizer.tokenize(texts)
+        return self._ops().tokenize(texts)
 
     def tokenize_with_offsets(self, texts):
         """Token ids, and the character span of each token in the original text.
@@ -135,7 +143,7 @@ class SentencePieceTokenizer:
                 f"Received dtype {texts.dtype.name} and shape {texts.shape}."
             )
         texts = tf.reshape(texts, [-1])
-        ids, starts, ends = self._tokenizer.tokenize_with_offsets(texts)
+        ids, starts, ends = self._ops().tokenize_with_offsets(texts)
         text = tf.gather(texts, ids.value_rowids())
         is_end = tf.equal(ids.flat_values, self.end_id)
         ends = tf.where(is_end, tf.cast(tf.strings.length(text), tf.int64), ends.flat_values)
@@ -157,8 +165,8 @@ class SentencePieceTokenizer:
             ids = tf.ragged.boolean_mask(ids, keep)
         else:
             ids = tf.ragged.boolean_mask(ids, keep) if ids.shape.rank > 1 else ids[keep]
-        return self._tokenizer.detokenize(ids)
+        return self._ops().detokenize(ids)
 
     def id_to_piece(self, ids):
         """The piece strings of ids."""
-        return self._tokenizer.id_to_string(ids)
+        return self._ops().id_to_string(ids)

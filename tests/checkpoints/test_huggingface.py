@@ -1,10 +1,13 @@
 """kbert.checkpoints.huggingface: `from_huggingface` finds the directory, the
 config and the converter of its `model_type`, and returns that family's backbone."""
 
+import json
+import warnings
+
 import keras
 import numpy as np
 import pytest
-from bert_family_checkpoints import SIZES, inputs, tiny_model, write_config
+from bert_family_checkpoints import SIZES, inputs, tiny_model, torch, transformers, write_config
 
 import kbert
 from kbert.checkpoints.huggingface import from_huggingface
@@ -53,3 +56,74 @@ def test_missing_files(tmp_path):
     with pytest.raises(FileNotFoundError, match="model.safetensors"):
         kbert.models.from_huggingface(tmp_path)
 
+
+
+# --- A checkpoint whose config.json and tensors disagree, or that cannot be read ------
+
+
+def _edit_config(directory, **changes):
+    config_file = directory / "config.json"
+    config_file.write_text(json.dumps({**json.loads(config_file.read_text()), **changes}))
+
+
+def test_tensors_no_layer_reads_are_named_with_the_directory(tmp_path):
+    tiny_model("bert").save_pretrained(tmp_path)
+    _edit_config(tmp_path, num_hidden_layers=1)  # the weights hold 2
+    with pytest.raises(ValueError, match=r"pytest.*holds \d+ tensor\(s\) that no variable .* encoder\.layer\.1\."):
+        kbert.models.from_huggingface(tmp_path)
+
+
+def test_tensors_the_config_declares_but_the_file_lacks_are_named(tmp_path):
+    tiny_model("bert").save_pretrained(tmp_path)
+    _edit_config(tmp_path, num_hidden_layers=3)
+    with pytest.raises(ValueError, match=rf"{tmp_path.name} lacks .*encoder\.layer\.2\."):
+        kbert.models.from_huggingface(tmp_path)
+
+
+def test_shapes_that_disagree_with_the_config_are_named(tmp_path):
+    tiny_model("bert").save_pretrained(tmp_path)
+    _edit_config(tmp_path, intermediate_size=40)
+    with pytest.raises(ValueError, match=rf"intermediate\.dense\.weight' in .*{tmp_path.name} of shape"):
+        kbert.models.from_huggingface(tmp_path)
+
+
+def test_t5_config_with_fewer_layers_than_the_tensors_is_refused(tmp_path):
+    config = transformers.T5Config(
+        vocab_size=40, d_model=8, d_kv=4, d_ff=16, num_layers=2, num_heads=2, decoder_start_token_id=0
+    )
+    transformers.T5ForConditionalGeneration(config).save_pretrained(tmp_path)
+    kbert.models.from_huggingface(tmp_path)  # tied copies of `shared` are no leftovers
+    _edit_config(tmp_path, num_decoder_layers=1)
+    with pytest.raises(ValueError, match=r"no variable of the T5 reads: decoder\.block\.1\."):
+        kbert.models.from_huggingface(tmp_path)
+
+
+def test_a_checkpoint_without_pooler_loads_with_a_warning_naming_it(tmp_path):
+    transformers.BertModel(transformers.BertConfig(**SIZES), add_pooling_layer=False).save_pretrained(tmp_path)
+    with pytest.warns(UserWarning, match=rf"{tmp_path.name} has no pooler \(pooler\.dense\.weight\)"):
+        backbone = kbert.models.from_huggingface(tmp_path)
+    assert backbone.pooler is None
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert kbert.models.from_huggingface(tmp_path, use_pooler=False).pooler is None
+    with pytest.raises(ValueError, match="lacks 2 tensor.*pooler.dense.weight"):
+        kbert.models.from_huggingface(tmp_path, use_pooler=True)
+
+
+@pytest.mark.parametrize("filename", ["config.json", "model.safetensors", "pytorch_model.bin"])
+def test_a_truncated_file_is_named(tmp_path, filename):
+    model = tiny_model("bert")
+    model.save_pretrained(tmp_path)
+    if filename == "pytorch_model.bin":
+        (tmp_path / "model.safetensors").unlink()
+        torch.save(model.state_dict(), tmp_path / filename)
+    file = tmp_path / filename
+    file.write_bytes(file.read_bytes()[: file.stat().st_size // 2])
+    with pytest.raises(ValueError, match=rf"Cannot read .*{filename}: it is truncated or corrupt"):
+        kbert.models.from_huggingface(tmp_path)
+
+
+def test_unknown_overrides_are_named(tmp_path):
+    tiny_model("bert").save_pretrained(tmp_path)
+    with pytest.raises(TypeError, match="Unknown argument.*drop_out"):
+        kbert.models.from_huggingface(tmp_path, drop_out=0.0)

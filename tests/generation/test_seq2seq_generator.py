@@ -183,7 +183,7 @@ def test_beam_search_finds_the_exact_best_sequence():
 
 
 def test_errors(t5):
-    with pytest.raises(ValueError, match="Unknown strategy"):
+    with pytest.raises(ValueError, match="strategy must be one of"):
         Seq2SeqGenerator(t5, strategy="nucleus")
     with pytest.raises(ValueError, match="top_p"):
         Seq2SeqGenerator(t5, strategy="sample", top_p=1.5)

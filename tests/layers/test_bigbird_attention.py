@@ -202,7 +202,7 @@ def test_padding_never_influences_real_positions_in_float16():
 def test_bad_arguments_and_inputs_raise():
     with pytest.raises(ValueError, match="block_size must be a positive integer"):
         BigBirdAttention(HEADS, KEY_DIM, block_size=0)
-    with pytest.raises(ValueError, match="num_random_blocks must be 0 or more"):
+    with pytest.raises(ValueError, match="num_random_blocks must be a non-negative integer"):
         BigBirdAttention(HEADS, KEY_DIM, num_random_blocks=-1)
     layer = make_layer()
     x = np.zeros((BATCH, LENGTH, HIDDEN), "float32")

@@ -218,13 +218,15 @@ def test_padded_keys_never_influence_real_positions(path, policy):
 def test_xla_compiled_call_under_mixed_precision_matches_eager(policy):
     # JAX on CPU cannot compile its fused kernel in float16; the layer must still compile.
     keras.config.set_dtype_policy(policy)
+    keras.utils.set_random_seed(3)
     layer = MultiHeadAttention(HEADS, KEY_DIM)
     x = random_floats(np.random.default_rng(3), (BATCH, LENGTH, HIDDEN))
     mask = padding_mask(LENGTHS, LENGTH)
     eager = to_float32_numpy(layer(x, padding_mask=mask))
     compiled = xla_call(layer, x, padding_mask=mask)
     assert str(compiled.dtype) == layer.compute_dtype
-    np.testing.assert_allclose(compiled.astype("float32"), eager, atol=2e-2, rtol=0)
+    # XLA fuses and rounds in another order: a few steps of bfloat16's 8-bit significand (0.4%) apart.
+    np.testing.assert_allclose(compiled.astype("float32"), eager, atol=2e-2, rtol=2e-2)
 
 
 def test_masked_keys_get_no_weight_in_cross_attention():

@@ -94,7 +94,7 @@ def test_unknown_builder_name_suggests_close_matches(name, close):
     [(kbert.models.bert_tiny, "num_layer", "Encoder"), (kbert.models.t5_small, "hidden_size", "T5")],
 )
 def test_unknown_override_is_named_with_the_valid_arguments(builder, typo, model_class):
-    with pytest.raises(TypeError, match=f"Unknown argument.*: {typo}\\. {model_class} takes: .*num_layers"):
+    with pytest.raises(TypeError, match=f"Unknown argument.*\\({model_class}\\): {typo}\\. Known: .*num_layers"):
         builder(**{typo: 3})
 
 

@@ -176,7 +176,7 @@ def test_mask_positions_of_wrong_rank_are_rejected():
     model = BertPretrainer(kbert.models.Encoder(**TINY))
     x, _ = make_batch()
     x["mask_positions"] = x["mask_positions"].reshape(-1)
-    with pytest.raises(ValueError, match=r"mask_positions must have shape \(batch, predictions\)"):
+    with pytest.raises(ValueError, match=r"mask_positions' must have shape \(batch, predictions\)"):
         model(x)
 
 

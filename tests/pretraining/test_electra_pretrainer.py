@@ -206,5 +206,5 @@ def test_mask_positions_of_wrong_rank_are_rejected():
     model = make_model()
     x, _ = make_batch()
     x["mask_positions"] = x["mask_positions"][:, :, None]
-    with pytest.raises(ValueError, match=r"mask_positions must have shape \(batch, predictions\)"):
+    with pytest.raises(ValueError, match=r"mask_positions' must have shape \(batch, predictions\)"):
         model(x)

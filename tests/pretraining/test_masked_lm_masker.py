@@ -238,19 +238,19 @@ def test_in_tf_data_with_static_shapes():
 @pytest.mark.parametrize(
     "kwargs, message",
     [
-        (dict(mask_rate=0.0), "mask_rate must be in"),
-        (dict(mask_rate=1.5), "mask_rate must be in"),
-        (dict(mask_token_rate=-0.1), "mask_token_rate must be in"),
-        (dict(random_token_rate=1.1), "random_token_rate must be in"),
+        (dict(mask_rate=0.0), "mask_rate must be a number in"),
+        (dict(mask_rate=1.5), "mask_rate must be a number in"),
+        (dict(mask_token_rate=-0.1), "mask_token_rate must be a number in"),
+        (dict(random_token_rate=1.1), "random_token_rate must be a number in"),
         (dict(mask_token_rate=0.8, random_token_rate=0.3), "at most 1"),
-        (dict(max_predictions=0), "max_predictions must be at least 1"),
+        (dict(max_predictions=0), "max_predictions must be a positive integer"),
         (dict(whole_word=True), "needs the continuation_mask"),
         (
             dict(whole_word=True, continuation_mask=np.zeros(5, bool)),
             "continuation_mask must have shape",
         ),
         (dict(mask_token_id=VOCAB), "outside the vocabulary"),
-        (dict(vocabulary_size=0), "vocabulary_size must be positive"),
+        (dict(vocabulary_size=0), "vocabulary_size must be a positive integer"),
     ],
 )
 def test_argument_errors(kwargs, message):

@@ -1,7 +1,11 @@
-"""The main job: a short run of every kind end to end, resume after an interruption, bad input."""
+"""The main job: a short run of every kind end to end, an exact resume after a kill -9, bad input."""
 
 import json
 import os
+import random
+import signal
+import subprocess
+import sys
 
 import keras
 import numpy as np
@@ -35,7 +39,7 @@ def test_short_run_evaluates_saves_and_demos(objective, corpus, tmp_path):
     lines = []
     metrics = run_pretraining(corpus=[corpus], output=str(tmp_path), objective=objective,
                               steps=3, log=lines.append, **SMALL)
-    assert sorted(os.listdir(tmp_path)) == ["metrics.json", "model.keras", "vocab.txt"]
+    assert sorted(os.listdir(tmp_path)) == ["metrics.json", "model.keras", "run.json", "vocab.txt"]
     with open(tmp_path / "metrics.json") as f:
         assert json.load(f) == metrics
     assert metrics["backend"] == keras.backend.backend()
@@ -54,31 +58,63 @@ def test_training_beats_the_frequency_baseline(corpus, tmp_path):
     assert metrics["held_out_mlm_accuracy"] > metrics["most_frequent_token_accuracy"]
 
 
-class _Interrupt(keras.callbacks.Callback):
-    """Records the epochs it sees; raises at the start of `at_epoch` once."""
+RESUMED = dict(SMALL, steps=24, save_every=4)
+_KILLED_RUN = """
+import os, signal, sys, keras
+from kbert.pretraining.pretraining_run import run_pretraining
 
-    def __init__(self, at_epoch=None):
-        super().__init__()
-        self.at_epoch, self.epochs = at_epoch, []
+class KillAtStep(keras.callbacks.Callback):
+    step = 0
 
-    def on_epoch_begin(self, epoch, logs=None):
-        if epoch == self.at_epoch:
-            raise KeyboardInterrupt
-        self.epochs.append(epoch)
+    def on_train_batch_end(self, batch, logs=None):
+        self.step += 1
+        if self.step == {step}:
+            os.kill(os.getpid(), signal.SIGKILL)
+
+run_pretraining(**{run!r}, callbacks=[KillAtStep()], log=lambda line: None)
+"""
 
 
-def test_interrupted_run_resumes_from_its_last_epoch(corpus, tmp_path, monkeypatch):
-    monkeypatch.setattr(pretraining_run, "STEPS_PER_EPOCH", 2)
-    run = dict(corpus=[corpus], output=str(tmp_path), steps=6, log=lambda line: None, **SMALL)
-    first = _Interrupt(at_epoch=2)
-    with pytest.raises(KeyboardInterrupt):
-        run_pretraining(callbacks=[first], **run)
-    assert first.epochs == [0, 1]
-    assert os.path.isdir(tmp_path / "backup")
-    second = _Interrupt()
-    run_pretraining(callbacks=[second], **run)
-    assert second.epochs == [2]
-    assert not os.path.exists(tmp_path / "backup")
+@pytest.fixture(scope="module")
+def uninterrupted(corpus, tmp_path_factory):
+    """`(output, metrics)` of a run of `RESUMED` that nothing interrupts."""
+    output = str(tmp_path_factory.mktemp("uninterrupted"))
+    return output, run_pretraining(corpus=[corpus], output=output, log=lambda line: None, **RESUMED)
+
+
+def test_a_run_killed_at_a_random_step_ends_as_an_uninterrupted_one(uninterrupted, corpus, tmp_path):
+    run = dict(corpus=[corpus], output=str(tmp_path), **RESUMED)
+    step = random.Random(13).randint(RESUMED["save_every"] + 1, RESUMED["steps"] - 1)
+    killed = subprocess.run([sys.executable, "-c", _KILLED_RUN.format(step=step, run=run)],
+                            env=dict(os.environ, KERAS_BACKEND=keras.backend.backend()), capture_output=True)
+    assert killed.returncode == -signal.SIGKILL, killed.stderr.decode()[-2000:]
+    with np.load(tmp_path / "checkpoint.npz") as saved:
+        part = json.loads(str(saved["state"]))
+    assert part["step"] == step - step % RESUMED["save_every"]
+    lines = []
+    metrics = run_pretraining(log=lines.append, **run)  # the same command again
+    assert f"Resuming from the checkpoint at step {part['step']} of {RESUMED['steps']}." in lines
+    expected = {**uninterrupted[1], "wall_time_seconds": metrics["wall_time_seconds"]}
+    numbers = [name for name, value in expected.items() if isinstance(value, float)]
+    assert {name: metrics[name] for name in numbers} == pytest.approx(  # the same numbers to 1e-6
+        {name: expected[name] for name in numbers}, abs=1e-6, rel=0)
+    assert {n: v for n, v in metrics.items() if n not in numbers} == {n: v for n, v in expected.items()
+                                                                     if n not in numbers}
+    assert metrics["wall_time_seconds"] >= round(part["elapsed_seconds"], 1)  # both parts count
+    assert sorted(os.listdir(tmp_path)) == ["metrics.json", "model.keras", "run.json", "vocab.txt"]
+
+
+def test_a_rerun_with_other_arguments_is_refused_naming_them(uninterrupted, corpus, capsys):
+    output, _ = uninterrupted
+    arguments = ["--corpus", corpus, "--output", output, "--model", "bert_tiny", "--steps", "24",
+                 "--batch-size", "4", "--sequence-length", "32", "--vocabulary-size", "2000"]
+    with pytest.raises(SystemExit) as stop:
+        cli.main(["pretrain", *arguments])
+    assert stop.value.code == 2
+    error = capsys.readouterr().err
+    assert error.startswith(f"kbert: --output {output} holds a run with other arguments: "
+                            "--vocabulary-size 1000 (now 2000); pass --overwrite to start afresh")
+    assert error.count("\n") == 1
 
 
 @pytest.mark.parametrize(
@@ -90,14 +126,21 @@ def test_interrupted_run_resumes_from_its_last_epoch(corpus, tmp_path, monkeypat
         (["--objective", "mlm_sop"], "kbert: Unknown objective 'mlm_sop'"),
         (["--model", "bert_huge"], "kbert: Unknown model 'bert_huge'"),
         (["--model", "t5_small"], "kbert: kbert pretrain trains encoders; t5_small is an encoder-decoder"),
+        (["--corpus", "{binary}"], "kbert: Corpus file {binary} is not UTF-8 text (it holds binary data)"),
+        (["--learning-rate", "nan"], "kbert: The learning rate must be positive; received nan"),
+        (["--output", "{file}"], "kbert: --output {file} exists and is not a folder"),
     ],
 )
 def test_bad_input_stops_with_one_line(arguments, message, tmp_path, capsys):
-    empty = tmp_path / "empty.txt"
-    empty.write_text("\n\n", encoding="utf-8")
-    arguments = [str(empty) if a == "{empty}" else a for a in arguments]
+    paths = {"{empty}": tmp_path / "empty.txt", "{binary}": tmp_path / "image.png", "{file}": tmp_path / "file"}
+    paths["{empty}"].write_text("\n\n", encoding="utf-8")
+    paths["{binary}"].write_bytes(np.random.default_rng(0).bytes(4096))
+    paths["{file}"].write_text("")
+    arguments = [str(paths.get(a, a)) for a in arguments]
     with pytest.raises(SystemExit) as stop:
         cli.main(["pretrain", "--output", str(tmp_path / "run"), *arguments])
     assert stop.value.code == 2
     error = capsys.readouterr().err
+    for name, path in paths.items():
+        message = message.replace(name, str(path))
     assert error.startswith(message) and error.count("\n") == 1

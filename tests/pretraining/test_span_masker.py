@@ -206,9 +206,9 @@ def test_seeds_and_static_shapes():
 @pytest.mark.parametrize(
     "kwargs, message",
     [
-        (dict(geometric_p=0.0), "geometric_p must be in"),
-        (dict(max_span_length=0), "max_span_length must be at least 1"),
-        (dict(mask_rate=2.0), "mask_rate must be in"),
+        (dict(geometric_p=0.0), "geometric_p must be a number in"),
+        (dict(max_span_length=0), "max_span_length must be a positive integer"),
+        (dict(mask_rate=2.0), "mask_rate must be a number in"),
         (dict(continuation_mask=np.zeros(3, bool)), "continuation_mask must have shape"),
     ],
 )

@@ -5,11 +5,13 @@ import json
 import keras
 import numpy as np
 import pytest
-from finetuning_data import VOCABULARY, write_vocabulary
+from finetuning_data import VOCABULARY, write_t5_checkpoint, write_vocabulary
 
 import kbert
 from kbert.pretraining import BertPretrainer
+from kbert.tasks import Seq2SeqLM
 from kbert.tasks.checkpoint_loading import load_checkpoint
+from kbert.text import SentencePieceTokenizer
 
 TINY = dict(num_layers=1, num_heads=2, hidden_dim=16, intermediate_dim=32, max_positions=32, dropout=0.0)
 
@@ -98,9 +100,17 @@ def test_a_vocabulary_larger_than_the_token_table(tmp_path):
         load_checkpoint(tmp_path / "model.keras")
 
 
-def test_a_model_without_an_encoder(tmp_path):
-    kbert.models.build("t5_small", vocabulary_size=len(VOCABULARY), num_layers=1, num_heads=2, hidden_dim=16,
-                       intermediate_dim=32).save(tmp_path / "model.keras")
-    write_vocabulary(tmp_path)
-    with pytest.raises(ValueError, match="holds a T5; kbert finetune fine-tunes encoders"):
-        load_checkpoint(tmp_path / "model.keras")
+def test_a_t5_with_its_sentencepiece_model_beside(tmp_path):
+    saved = keras.saving.load_model(write_t5_checkpoint(tmp_path))
+    Seq2SeqLM(saved).save(tmp_path / "task.keras")  # a task wrapping it loads too
+    for path in ("model.keras", "task.keras"):
+        backbone, tokenizer = load_checkpoint(tmp_path / path)
+        assert isinstance(backbone, kbert.models.T5) and backbone.vocabulary_size == tokenizer.vocabulary_size
+        assert (tokenizer.pad_id, tokenizer.end_id) == (backbone.pad_id, backbone.end_id)
+
+
+def test_a_t5_builder_name_learns_a_sentencepiece_model():
+    backbone, tokenizer = load_checkpoint("t5_small", texts=["bob is in paris", "alice is in france"] * 8)
+    assert isinstance(backbone, kbert.models.T5) and isinstance(tokenizer, SentencePieceTokenizer)
+    assert backbone.vocabulary_size == tokenizer.vocabulary_size < 100
+    assert (tokenizer.pad_id, tokenizer.end_id, tokenizer.unknown_id) == (0, 1, 2)

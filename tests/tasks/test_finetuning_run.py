@@ -10,9 +10,9 @@ import os
 import keras
 import numpy as np
 import pytest
-from finetuning_data import check_saved, write_checkpoint, write_task_files
+from finetuning_data import check_saved, write_checkpoint, write_t5_checkpoint, write_task_files
 
-from kbert.tasks import MultipleChoice, SpanQuestionAnswering, TextClassifier, TokenClassifier
+from kbert.tasks import MultipleChoice, Seq2SeqLM, SpanQuestionAnswering, TextClassifier, TokenClassifier
 from kbert.tasks.finetuning_run import run_bbc_news_comparison, run_finetuning
 
 RUN = dict(epochs=1, batch_size=4, learning_rate=1e-3, sequence_length=24, log=lambda line: None)
@@ -21,6 +21,11 @@ RUN = dict(epochs=1, batch_size=4, learning_rate=1e-3, sequence_length=24, log=l
 @pytest.fixture(scope="module")
 def checkpoint(tmp_path_factory):
     return write_checkpoint(tmp_path_factory.mktemp("checkpoint"))
+
+
+@pytest.fixture(scope="module")
+def t5_checkpoint(tmp_path_factory):
+    return write_t5_checkpoint(tmp_path_factory.mktemp("t5_checkpoint"))
 
 
 # task, file options, model class, metric -> its range. The resume test runs `classify` on JSONL with
@@ -51,32 +56,71 @@ def test_every_task_fine_tunes_scores_and_saves(case, checkpoint, tmp_path):
     assert len(rows) == questions
 
 
-class _Interrupt(keras.callbacks.Callback):
-    """Records the epochs it starts; raises at the start of `at_epoch`."""
+def test_t5_learns_text_to_text_and_is_scored_on_what_it_generates(t5_checkpoint, tmp_path):
+    # "sentiment: <text>" to "positive" or "negative": chance is 50% exact; 40 steps learn it.
+    train, validation = write_task_files("text", tmp_path, count=32)
+    run = dict(RUN, epochs=5, learning_rate=1e-2, sequence_length=16)
+    metrics = run_finetuning("text", t5_checkpoint, train, validation, output=str(tmp_path / "run"), **run)
+    assert metrics["exact"] >= 90 and metrics["f1"] >= metrics["exact"]
+    rows = check_saved(tmp_path / "run", metrics, Seq2SeqLM)
+    assert len(rows) == 16 and {row["target"] for row in rows} == {"positive", "negative"}
 
-    def __init__(self, at_epoch=None):
+
+def test_a_task_on_the_wrong_kind_of_backbone(checkpoint, t5_checkpoint, tmp_path):
+    for task, model, kind in (("text", checkpoint, "Encoder"), ("classify", t5_checkpoint, "T5")):
+        train, validation = write_task_files(task, tmp_path)
+        with pytest.raises(ValueError, match=f"--task {task} fine-tunes a kbert .*; the checkpoint's backbone "
+                                             f"is kbert.models.{kind}"):
+            run_finetuning(task, model, train, validation, output=str(tmp_path / "run"), **RUN)
+
+
+class _StopAt(keras.callbacks.Callback):
+    """Raises `KeyboardInterrupt` (as a crash would stop the run) before training step `at`."""
+
+    def __init__(self, at):
         super().__init__()
-        self.at_epoch, self.epochs = at_epoch, []
+        self.at, self.steps = at, 0
 
-    def on_epoch_begin(self, epoch, logs=None):
-        if epoch == self.at_epoch:
+    def on_train_batch_begin(self, batch, logs=None):
+        if self.steps == self.at:
             raise KeyboardInterrupt
-        self.epochs.append(epoch)
+        self.steps += 1
 
 
-def test_an_interrupted_run_resumes_from_its_backup(checkpoint, tmp_path):
+def _weights(path):
+    return [keras.ops.convert_to_numpy(v) for v in keras.saving.load_model(path).weights]
+
+
+def test_an_interrupted_run_resumes_to_the_uninterrupted_result(checkpoint, tmp_path):
     train, validation = write_task_files("classify", tmp_path, suffix=".jsonl", classes=3)
-    run = dict(RUN, epochs=2, output=str(tmp_path / "run"))
-    first = _Interrupt(at_epoch=1)
+    run = dict(RUN, epochs=2, save_every=1)  # 2 epochs of 2 steps
+    whole = run_finetuning("classify", checkpoint, train, validation, output=str(tmp_path / "whole"), **run)
     with pytest.raises(KeyboardInterrupt):
-        run_finetuning("classify", checkpoint, train, validation, callbacks=[first], **run)
-    assert first.epochs == [0] and os.listdir(tmp_path / "run" / "backup")
-    second = _Interrupt()
-    metrics = run_finetuning("classify", checkpoint, train, validation, callbacks=[second], **run)
-    assert second.epochs == [1]
-    rows = check_saved(tmp_path / "run", metrics, TextClassifier)  # the backup is gone
+        run_finetuning("classify", checkpoint, train, validation, output=str(tmp_path / "run"),
+                       callbacks=[_StopAt(3)], **run)
+    assert os.path.exists(tmp_path / "run" / "checkpoint.npz")
+    resumed = _StopAt(None)
+    metrics = run_finetuning("classify", checkpoint, train, validation, output=str(tmp_path / "run"),
+                             callbacks=[resumed], **run)
+    assert resumed.steps == 1  # the fourth step only
+    rows = check_saved(tmp_path / "run", metrics, TextClassifier)  # the checkpoint is gone
     assert {row["label"] for row in rows} == {"0", "1", "2"} and len(rows) == 4
-    assert 0 <= metrics["accuracy"] <= 1 and 0 <= metrics["macro_f1"] <= 1
+    for name in ("accuracy", "macro_f1", "matthews_correlation"):
+        assert metrics[name] == pytest.approx(whole[name], abs=1e-6)
+    for ours, reference in zip(_weights(tmp_path / "run" / "model.keras"), _weights(tmp_path / "whole" / "model.keras")):
+        np.testing.assert_allclose(ours, reference, atol=1e-6)
+
+
+def test_a_rerun_with_other_arguments_is_refused_unless_overwritten(checkpoint, tmp_path):
+    train, validation = write_task_files("classify", tmp_path)
+    run_finetuning("classify", checkpoint, train, validation, output=str(tmp_path / "run"), **RUN)
+    with pytest.raises(ValueError, match=r"holds a run with other arguments: --learning-rate 0.001 \(now 0.002\)"):
+        run_finetuning("classify", checkpoint, train, validation, output=str(tmp_path / "run"),
+                       **dict(RUN, learning_rate=2e-3))
+    metrics = run_finetuning("classify", checkpoint, train, validation, output=str(tmp_path / "run"),
+                             overwrite=True, **dict(RUN, learning_rate=2e-3))
+    assert metrics["learning_rate"] == 2e-3
+    check_saved(tmp_path / "run", metrics, TextClassifier)
 
 
 def test_a_run_too_long_for_the_model_stops_before_training(checkpoint, tmp_path):

@@ -1,4 +1,4 @@
-"""The five task specs of `kbert finetune`: reading across files, and scoring known outputs.
+"""The six task specs of `kbert finetune`: reading across files, and scoring known outputs.
 
 The scoring tests run each task's `evaluate` on a stand-in model whose outputs
 are a fixed function of the token ids, so the expected metrics are known
@@ -15,6 +15,7 @@ from finetuning_data import (
     regression_rows,
     squad,
     swag_rows,
+    text_to_text_rows,
     write_json,
     write_table,
     write_task_files,
@@ -150,6 +151,32 @@ def test_choice_scores(tmp_path, tokenizer):
     assert rows == [{"label": i % 4, "prediction": i % 4} for i in range(5)]
 
 
+class SentimentGenerator:
+    """Stands in for a `Seq2SeqLM`: `generate` answers "positive" for sources with a positive word."""
+
+    def __init__(self, tokenizer):
+        self.tokenizer = tokenizer
+
+    def generate(self, inputs, max_new_tokens):
+        sources = self.tokenizer.detokenize(inputs["encoder_token_ids"]).numpy()
+        answers = ["positive" if any(w in s.decode() for w in ("good", "great")) else "negative" for s in sources]
+        ids = self.tokenizer.tokenize(answers).to_tensor(shape=[None, max_new_tokens])
+        return np.asarray(ids)
+
+
+def test_text_to_text_scores_generated_text(tmp_path):
+    from kbert.text import SentencePieceTokenizer, train_sentence_piece
+
+    train, validation = _read_pair("text", tmp_path)
+    texts = [text for row in text_to_text_rows(40) for text in row.values()]
+    tokenizer = SentencePieceTokenizer(train_sentence_piece(texts, vocabulary_size=48))
+    scores, rows = TASKS["text"].evaluate(SentimentGenerator(tokenizer), validation, tokenizer=tokenizer,
+                                          **OPTIONS)
+    assert scores == {"exact": 100.0, "f1": 100.0}
+    assert rows == [{"target": e["target"], "prediction": e["target"]} for e in validation.examples]
+    assert len(rows) == 5  # two batches of 3, the last padded
+
+
 def test_window_sizes_keep_berts_and_fit_short_windows():
     assert question_answering_window_sizes(384) == {"max_query_length": 64, "doc_stride": 128}
     assert question_answering_window_sizes(128) == {"max_query_length": 64, "doc_stride": 42}
@@ -165,6 +192,7 @@ def test_texts_gather_every_field_to_learn_a_vocabulary_from(tmp_path):
     assert texts["tag"] == ["bob lives in new york", "alice is parisian ."]
     assert "bob is in paris. alice is in france." in texts["qa"] and "where is bob?" in texts["qa"]
     assert texts["choice"][:2] == ["the film was", "it was good"]
+    assert texts["text"][:2] == ["sentiment: the good great film", "positive"]
 
 
 def test_a_validation_file_must_have_pairs_as_the_training_file_does(tmp_path):

@@ -10,7 +10,15 @@ import warnings
 import numpy as np
 import pytest
 
-from kbert.tasks.metrics import GLUE_METRICS, answer_f1, entity_f1, glue_scores, normalize_answer, squad_scores
+from kbert.tasks.metrics import (
+    GLUE_METRICS,
+    answer_f1,
+    entity_f1,
+    glue_scores,
+    normalize_answer,
+    squad_scores,
+    text_to_text_scores,
+)
 
 
 def squad(*questions, context="unused"):
@@ -247,3 +255,15 @@ def test_glue_regression_metrics():
 def test_glue_bad_input(labels, predictions, metrics, message):
     with pytest.raises(ValueError, match=message):
         glue_scores(labels, predictions, metrics)
+
+
+def test_text_to_text_scores_hand_worked():
+    # "Positive." normalizes to "positive": right; "the cat sat" against "a cat": F1 of {cat} = 2 * 1/2 * 1 / 1.5.
+    scores = text_to_text_scores(["positive", "the cat sat", "negative"], ["Positive.", "a cat", "positive"])
+    assert scores == pytest.approx({"exact": 100 / 3, "f1": 100 * (1 + 2 / 3 + 0) / 3})
+
+
+@pytest.mark.parametrize("predictions, references", [(["a"], ["a", "b"]), ([], [])])
+def test_text_to_text_scores_bad_input(predictions, references):
+    with pytest.raises(ValueError, match="as many predictions as references"):
+        text_to_text_scores(predictions, references)

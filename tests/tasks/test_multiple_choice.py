@@ -59,7 +59,7 @@ def test_choice_counts_that_differ_are_rejected():
     with pytest.raises(ValueError, match="MultipleChoice label 4 is outside the valid range"):
         x = random_inputs(2, BATCH, choices=CHOICES)
         model.compute_loss(x, {"labels": np.array([0, 4, 1])}, model(x))
-    with pytest.raises(ValueError, match="num_choices must be 2 or more"):
+    with pytest.raises(ValueError, match="num_choices must be an integer >= 2"):
         MultipleChoice(tiny_encoder(), 1)
 
 

@@ -1,4 +1,4 @@
-"""The fine-tuning file readers: GLUE tables, CoNLL-2003, SQuAD, SWAG, and their one-line errors."""
+"""The fine-tuning file readers: GLUE tables, CoNLL-2003, SQuAD, SWAG, text to text, and their one-line errors."""
 
 import json
 import re
@@ -12,6 +12,7 @@ from kbert.tasks.readers import (
     read_regression,
     read_squad,
     read_swag,
+    read_text_to_text,
 )
 
 
@@ -278,3 +279,27 @@ def test_swag_errors(tmp_path):
         empty = write(tmp_path, "empty.csv", text)
         with pytest.raises(ValueError, match=rf"^{re.escape(str(empty))} is empty"):
             read_swag(empty)
+
+
+def test_text_to_text_tsv_and_jsonl(tmp_path):
+    tsv = write(tmp_path, "train.tsv", "id\tsource\ttarget\n7\tsst2 sentence: a fine film.\tpositive\n")
+    jsonl = write(tmp_path, "train.jsonl", json.dumps({"source": "cola sentence: Him ran.", "target": "unacceptable"}))
+    assert read_text_to_text(tsv) == [{"source": "sst2 sentence: a fine film.", "target": "positive"}]
+    assert read_text_to_text(jsonl) == [{"source": "cola sentence: Him ran.", "target": "unacceptable"}]
+    named = write(tmp_path, "named.csv", "question,answer\nWho?,Bob\n")
+    assert read_text_to_text(named, "question", "answer") == [{"source": "Who?", "target": "Bob"}]
+
+
+def test_text_to_text_errors(tmp_path):
+    missing = write(tmp_path, "missing.csv", "source,label\nsome text,1\n")
+    with pytest.raises(ValueError, match=error_at(missing, 2)) as error:
+        read_text_to_text(missing)
+    assert "no column 'target'" in str(error.value)
+    empty_target = write(tmp_path, "empty.csv", "source,target\na,b\nsome text, \n")
+    with pytest.raises(ValueError, match=re.escape(f"{empty_target}, line 3: the 'target' column is empty.")):
+        read_text_to_text(empty_target)
+    not_text = write(tmp_path, "numbers.jsonl", json.dumps({"source": "a", "target": 3}))
+    with pytest.raises(ValueError, match=re.escape(f"{not_text}, line 1: column 'target' holds 3, not text.")):
+        read_text_to_text(not_text)
+    with pytest.raises(ValueError, match="is empty: it has no rows"):
+        read_text_to_text(write(tmp_path, "nothing.jsonl", ""))

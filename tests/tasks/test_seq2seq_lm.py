@@ -107,5 +107,5 @@ def test_errors(lm):
         lm.compute_loss(inputs, None, np.zeros((3, 5, 40), "float32"))
     with pytest.raises(ValueError, match="lacks encode"):
         Seq2SeqLM(kbert.models.bert_tiny(num_layers=1))
-    with pytest.raises(ValueError, match="Unknown strategy"):
+    with pytest.raises(ValueError, match="strategy must be one of"):
         lm.generate(inputs, strategy="nucleus")

@@ -1,4 +1,4 @@
-"""Classification, tagging and multiple-choice pipelines: layout, label alignment, static shapes.
+"""Classification, tagging, multiple-choice and text-to-text pipelines: layout, label alignment, static shapes.
 
 Label alignment is checked against Hugging Face's `BertTokenizerFast` with
 `is_split_into_words=True` (its `word_ids`), built on the same vocab.txt, and
@@ -18,6 +18,7 @@ from kbert.tasks.task_datasets import (  # noqa: E402
     index_batches,
     multiple_choice_dataset,
     text_classification_dataset,
+    text_to_text_dataset,
     token_classification_dataset,
 )
 from kbert.text import SentencePieceTokenizer, train_sentence_piece  # noqa: E402
@@ -248,3 +249,45 @@ def test_multiple_choice(tokenizer):
         )
     with pytest.raises(ValueError, match="Example 1: label 3 is not a choice index"):
         multiple_choice_dataset([examples[0], {**examples[1], "label": 3}], tokenizer)
+
+
+TEXT_TO_TEXT = [
+    {"source": "sentiment: the good film", "target": "positive"},
+    {"source": "sentiment: the bad film", "target": "negative"},
+    {"source": "sentiment: a film", "target": "the plot was good"},
+]
+
+
+def test_text_to_text_layout_against_sentencepiece():
+    corpus = [text for example in TEXT_TO_TEXT for text in example.values()] * 20
+    model = train_sentence_piece(corpus, 40)
+    reference = sentencepiece.SentencePieceProcessor(model_proto=model)
+    tokenizer = SentencePieceTokenizer(model)
+    elements = batches(text_to_text_dataset(TEXT_TO_TEXT, tokenizer, sequence_length=12, batch_size=2,
+                                            pad_final_batch=True))
+    x = {name: np.concatenate([e[0][name] for e in elements]) for name in elements[0][0]}
+    y = np.concatenate([e[1] for e in elements])
+    targets = [reference.encode(e["target"])[:11] + [1] for e in TEXT_TO_TEXT]  # cut to 12 with the end id 1
+    longest = max(map(len, targets))
+    assert y.shape == (4, longest) and min(map(len, targets)) < longest  # the longest; a padded fourth row
+    for row, example in enumerate(TEXT_TO_TEXT):
+        source = reference.encode(example["source"])[:11] + [1]
+        assert x["encoder_token_ids"][row].tolist() == source + [0] * (12 - len(source))
+        assert x["encoder_padding_mask"][row].tolist() == [1] * len(source) + [0] * (12 - len(source))
+        target = targets[row] + [0] * (longest - len(targets[row]))
+        assert y[row].tolist() == target
+        assert x["decoder_token_ids"][row].tolist() == [0] + target[:-1]  # shifted right behind pad
+        assert x["decoder_padding_mask"][row].tolist() == [int(t != 0) for t in target]
+    assert not y[3].any() and not x["encoder_padding_mask"][3].any()  # pad targets: no loss
+
+
+def test_text_to_text_lengths_sources_alone_and_errors(tokenizer):
+    model = train_sentence_piece([e["source"] for e in TEXT_TO_TEXT] * 20, 30)
+    sentence_piece = SentencePieceTokenizer(model, add_end=True)  # its own end id is not doubled
+    x, y = next(iter(text_to_text_dataset(TEXT_TO_TEXT[:2], sentence_piece, 32, target_length=5, batch_size=2)))
+    assert y.shape == (2, 5) and int(tf.reduce_sum(tf.cast(y == 1, tf.int32))) == 2
+    assert int(tf.reduce_sum(tf.cast(x["encoder_token_ids"] == 1, tf.int32))) == 2
+    x = next(iter(text_to_text_dataset([{"source": "a film"}], sentence_piece, 8, batch_size=1)))
+    assert sorted(x) == ["encoder_padding_mask", "encoder_token_ids"]
+    with pytest.raises(ValueError, match="WordPieceTokenizer has no end or padding token"):
+        text_to_text_dataset(TEXT_TO_TEXT, tokenizer)

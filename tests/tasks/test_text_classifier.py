@@ -129,7 +129,7 @@ def test_fine_tune_learns_whether_token_7_occurs():
 
 
 def test_bad_input_is_named():
-    with pytest.raises(ValueError, match="num_classes must be 1"):
+    with pytest.raises(ValueError, match="num_classes must be a positive integer"):
         TextClassifier(tiny_encoder(), num_classes=0)
     model = TextClassifier(tiny_encoder(), num_classes=3)
     x = random_inputs(7, BATCH)

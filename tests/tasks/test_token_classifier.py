@@ -98,7 +98,7 @@ def test_fine_tune_learns_tags_from_token_ids():
 
 
 def test_bad_input_is_named():
-    with pytest.raises(ValueError, match="num_labels must be 2 or more"):
+    with pytest.raises(ValueError, match="num_labels must be an integer >= 2"):
         TokenClassifier(tiny_encoder(), num_labels=1)
     model = TokenClassifier(tiny_encoder(), NUM_LABELS)
     x = random_inputs(4, BATCH)

@@ -123,3 +123,14 @@ def test_offsets_bad_input(model_bytes):
         tokenizer.tokenize_with_offsets(tf.constant([["a"]]))
     with pytest.raises(ValueError, match="1-D batch of strings"):
         tokenizer.tokenize_with_offsets(tf.constant([1]))
+
+
+def test_a_tokenizer_outlives_keras_seeding(model_bytes):
+    # tf.random.set_seed clears TensorFlow's kernel caches, and the model of any op kept from before.
+    import keras
+
+    tokenizer = SentencePieceTokenizer(model_bytes)
+    before = tokenizer.tokenize(["The quick brown fox."]).to_list()
+    keras.utils.set_random_seed(0)
+    assert tokenizer.tokenize(["The quick brown fox."]).to_list() == before
+    assert tokenizer.detokenize(before).numpy().tolist() == [b"The quick brown fox."]
