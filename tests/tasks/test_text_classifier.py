@@ -128,6 +128,23 @@ def test_fine_tune_learns_whether_token_7_occurs():
     assert accuracy >= 0.9  # chance: 0.5
 
 
+def test_fine_tune_regresses_how_often_token_7_occurs():
+    x, _ = _token_7_data(seed=12, batch=192)
+    counts = np.random.default_rng(12).integers(0, 4, len(x["token_ids"]))
+    for row, count in enumerate(counts):  # `count` sevens at distinct positions after [CLS]
+        places = np.random.default_rng(row).permutation(np.arange(1, x["padding_mask"][row].sum()))
+        x["token_ids"][row] = np.where(x["token_ids"][row] == 7, 8, x["token_ids"][row])
+        x["token_ids"][row, places[:count]] = 7
+    y = {"labels": counts.astype("float32")}
+    model = TextClassifier(tiny_encoder(), num_classes=1, dropout=0.0)
+    train, held_out = slice(0, 128), slice(128, None)
+    fine_tune(model, {k: v[train] for k, v in x.items()}, {"labels": y["labels"][train]}, epochs=10)
+    predicted = to_numpy(model({k: v[held_out] for k, v in x.items()}))[:, 0]
+    error = np.mean((predicted - y["labels"][held_out]) ** 2)
+    print(f"token-7 count regression: held-out MSE {error:.3f}, variance {np.var(y['labels'][held_out]):.3f}")
+    assert error < 0.25 * np.var(y["labels"][held_out])  # a constant guess scores the variance (1.34)
+
+
 def test_bad_input_is_named():
     with pytest.raises(ValueError, match="num_classes must be a positive integer"):
         TextClassifier(tiny_encoder(), num_classes=0)
