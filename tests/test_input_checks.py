@@ -5,6 +5,8 @@ arrays and on a dataset, XLA-compiled `predict` (TensorFlow, JAX). Models are
 tiny and built once per module.
 """
 
+import re
+
 import keras
 import numpy as np
 import pytest
@@ -218,6 +220,15 @@ def test_sparse_attention_masks_of_the_wrong_length_are_rejected(attention, kwar
         inputs = {**encoder_inputs(), "global_attention_mask": np.ones((2, 4), "int32")}
         with pytest.raises(ValueError, match="'global_attention_mask' has sequence length 4"):
             model.predict(inputs, verbose=0)
+    layer = model.transformer_layers[0].attention_layer
+    hidden = np.ones((2, 8, TINY["hidden_dim"]), "float32")
+    masks = {"padding_mask": np.ones((2, 6), "int32")}
+    if attention == "longformer":
+        masks["global_attention_mask"] = np.ones((2, 4), "int32")
+    for name, wrong in masks.items():
+        with pytest.raises(ValueError, match=rf"{name} must have shape \(batch, sequence\) with the "
+                                             rf"query's sequence length 8; received shape {re.escape(str(wrong.shape))}"):
+            layer(hidden, **{name: wrong})
 
 
 @pytest.mark.parametrize("mode", ["call", "predict"])

@@ -137,15 +137,18 @@ class LongformerAttention(MultiHeadAttention):
         training=None,
         global_attention_mask=None,
     ):
-        check_self_attention(self, value, key, attention_mask)
+        check_self_attention(
+            self,
+            query,
+            value,
+            key,
+            attention_mask,
+            padding_mask=padding_mask,
+            global_attention_mask=global_attention_mask,
+        )
         if global_attention_mask is None:
             return super().call(query, padding_mask=padding_mask, training=training)
         n = static_length(self, query)
-        if len(global_attention_mask.shape) != 2:
-            raise ValueError(
-                "global_attention_mask must have shape (batch, sequence); "
-                f"received shape {tuple(global_attention_mask.shape)}."
-            )
         q = self.split_heads(self.query_dense(query), self.key_dim)
         k = self.split_heads(self.key_dense(query), self.key_dim)
         v = self.split_heads(self.value_dense(query), self.value_dim)

@@ -135,7 +135,7 @@ class MultiHeadAttention(keras.layers.Layer):
         self, query, value=None, key=None, padding_mask=None, attention_mask=None, training=None
     ):
         if self.self_attention_only:
-            check_self_attention(self, value, key, attention_mask)
+            check_self_attention(self, query, value, key, attention_mask, padding_mask=padding_mask)
         value = query if value is None else value
         key = value if key is None else key
         q = self.split_heads(self.query_dense(query), self.key_dim)

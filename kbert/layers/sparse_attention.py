@@ -65,9 +65,22 @@ def map_groups(layer, group_fn, groups, group, training, axis):
     return ops.reshape(stacked, [-1] + shape[1:axis] + [groups * group] + shape[axis + 2 :])
 
 
-def check_self_attention(layer, value, key, attention_mask):
-    """Reject what a sparse self-attention layer cannot take, naming the layer."""
+def check_self_attention(layer, query, value, key, attention_mask, **masks):
+    """Reject what a sparse self-attention layer cannot take, naming the layer.
+
+    `masks` (`padding_mask=`, ...) are 0/1 `(batch, sequence)` masks, each as
+    long as `query`, or None.
+    """
     name = type(layer).__name__
+    for mask_name, mask in masks.items():
+        length = query.shape[1]
+        if mask is not None and (
+            len(mask.shape) != 2 or None not in (length, mask.shape[1]) and mask.shape[1] != length
+        ):
+            raise ValueError(
+                f"{name}: {mask_name} must have shape (batch, sequence) with the query's "
+                f"sequence length {length}; received shape {tuple(mask.shape)}."
+            )
     if value is not None or key is not None:
         raise ValueError(f"{name} is self-attention only: do not pass `value` or `key`.")
     if attention_mask is not None:
