@@ -43,6 +43,17 @@ def quiet_import(module_name):
         return importlib.import_module(module_name)
 
 
+def set_random_seed(seed):
+    """`keras.utils.set_random_seed`, its import of TensorFlow (to seed it, when installed) kept quiet.
+
+    >>> set_random_seed(0)
+    """
+    import keras
+
+    with _stderr_silenced():
+        keras.utils.set_random_seed(seed)
+
+
 class _LazyModule:
     """Stands in for a module; `quiet_import`s it at the first attribute access."""
 

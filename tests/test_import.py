@@ -43,6 +43,13 @@ def test_python_dash_m_kbert_runs_quietly():
     assert "oneDNN" not in result.stderr and "cuda" not in result.stderr.lower()
 
 
+def test_the_main_job_keeps_tensorflow_quiet_when_it_seeds_and_reads_text(tmp_path):
+    # Seeding imports TensorFlow (to seed it) on every backend; a vocabulary this small then stops the run.
+    result = run_python(None, "-m", "kbert", "pretrain", "--vocabulary-size", "5", "--output", str(tmp_path))
+    assert result.returncode == 2
+    assert result.stderr.startswith("kbert: `vocabulary_size`=5 is too small") and result.stderr.count("\n") == 1
+
+
 def test_import_kbert_registers_pretrainers_and_tasks_for_load_model(tmp_path):
     import numpy as np
 

@@ -36,11 +36,18 @@ import sysconfig
 import keras
 import numpy as np
 
+from kbert.backend_utils import set_random_seed
 from kbert.models.presets import PRESETS, T5_PRESETS, build
 from kbert.pretraining.bert_pretrainer import BertPretrainer
 from kbert.pretraining.electra_pretrainer import ElectraPretrainer
 from kbert.pretraining.optimizers import create_optimizer
-from kbert.pretraining.pretraining_dataset import OBJECTIVES, corpus_sources, pretraining_dataset, read_documents
+from kbert.pretraining.pretraining_dataset import (
+    MIN_SEQUENCE_LENGTH,
+    OBJECTIVES,
+    corpus_sources,
+    pretraining_dataset,
+    read_documents,
+)
 from kbert.pretraining.span_bert_pretrainer import SpanBertPretrainer
 from kbert.resumable_run import DEFAULT_SAVE_EVERY, ResumableRun
 
@@ -191,8 +198,9 @@ def _check_run(model, objective, steps, batch_size, sequence_length, learning_ra
     if model not in PRESETS:
         build(model)  # raises the unknown-model error, with close matches
     usable = PRESETS[model]["max_positions"] - PRESETS[model].get("position_offset", 0)
-    if sequence_length > usable:
-        raise ValueError(f"Sequence length {sequence_length} exceeds the {usable} positions of {model}.")
+    if not MIN_SEQUENCE_LENGTH <= sequence_length <= usable:
+        raise ValueError(f"Sequence length {sequence_length} is outside [{MIN_SEQUENCE_LENGTH}, {usable}]: "
+                         f"at least the pair packing's minimum, at most the positions of {model}.")
 
 
 def _corpus_record(corpus):
@@ -318,7 +326,7 @@ def run_pretraining(
                      vocabulary_size=vocabulary_size, learning_rate=learning_rate, seed=seed,
                      backend=keras.backend.backend())
     run = ResumableRun(output, arguments, steps, OUTPUTS, save_every, overwrite, log)
-    keras.utils.set_random_seed(seed)
+    set_random_seed(seed)
     documents = default_corpus() if not corpus else ["\n".join(d) for d in read_documents(corpus)]
     train_documents, held_out_documents = _split(documents)
     tokenizer = _tokenizer(output, train_documents, vocabulary_size, log)

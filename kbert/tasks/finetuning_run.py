@@ -31,6 +31,7 @@ import os
 
 import keras
 
+from kbert.backend_utils import set_random_seed
 from kbert.pretraining.optimizers import create_optimizer
 from kbert.resumable_run import DEFAULT_SAVE_EVERY, ResumableRun, check_output
 from kbert.tasks import finetuning_tasks
@@ -105,7 +106,7 @@ def finetune(task, backbone, tokenizer, train_examples, validation_examples, out
     _check_backbone(task, backbone)
     _check_sizes(backbone, sequence_length, epochs, batch_size, learning_rate)
     spec = finetuning_tasks.TASKS[task]
-    keras.utils.set_random_seed(seed)
+    set_random_seed(seed)
     data = dict(tokenizer=tokenizer, sequence_length=sequence_length, batch_size=batch_size)
     train = spec.dataset(train_examples, training=True, seed=seed, **data)
     steps_per_epoch = int(train.cardinality())

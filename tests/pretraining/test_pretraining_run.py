@@ -122,7 +122,8 @@ def test_a_rerun_with_other_arguments_is_refused_naming_them(uninterrupted, corp
     [
         (["--corpus", "no/such/file.txt"], "kbert: Corpus file or folder not found: 'no/such/file.txt'"),
         (["--corpus", "{empty}"], "kbert: The corpus is empty"),
-        (["--sequence-length", "1024"], "kbert: Sequence length 1024 exceeds the 512 positions"),
+        (["--sequence-length", "1024"], "kbert: Sequence length 1024 is outside [8, 512]"),
+        (["--sequence-length", "3"], "kbert: Sequence length 3 is outside [8, 512]: at least the pair packing's"),
         (["--objective", "mlm_sop"], "kbert: Unknown objective 'mlm_sop'"),
         (["--model", "bert_huge"], "kbert: Unknown model 'bert_huge'"),
         (["--model", "t5_small"], "kbert: kbert pretrain trains encoders; t5_small is an encoder-decoder"),
