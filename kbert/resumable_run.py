@@ -260,10 +260,14 @@ class ResumableRun(keras.callbacks.Callback):
 
     @contextlib.contextmanager
     def _signals_caught(self):
-        """SIGINT and SIGTERM stop the run at the end of the step, after a checkpoint."""
+        """SIGINT and SIGTERM stop the run at the end of the step, after a checkpoint.
+
+        A signal the process ignores (SIGINT in a background job, `nohup`) stays ignored.
+        """
         self._handlers = {}
         if threading.current_thread() is threading.main_thread():
-            self._handlers = {number: signal.signal(number, self._on_signal) for number in _CAUGHT_SIGNALS}
+            self._handlers = {number: signal.signal(number, self._on_signal) for number in _CAUGHT_SIGNALS
+                              if signal.getsignal(number) is not signal.SIG_IGN}
         try:
             yield
         finally:

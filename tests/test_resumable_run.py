@@ -117,6 +117,16 @@ def test_a_signal_saves_its_step_then_acts_as_before(signal_number, raised, unin
     _check_same(_weights(model), uninterrupted)
 
 
+def test_an_ignored_signal_stays_ignored(uninterrupted, tmp_path):
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)  # as in a background job, or under nohup
+    try:
+        _, model = _train(tmp_path, [_Crash(at=5, signal_number=signal.SIGINT)])
+        assert signal.getsignal(signal.SIGINT) is signal.SIG_IGN
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    _check_same(_weights(model), uninterrupted)  # the run went on to its end
+
+
 def test_a_nan_loss_stops_the_run_naming_the_step(tmp_path):
     run = ResumableRun(str(tmp_path), ARGUMENTS, TOTAL, save_every=1, log=None)
     with pytest.raises(FloatingPointError, match=r"The loss is nan at step 3: training stopped"):
