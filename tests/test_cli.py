@@ -123,6 +123,8 @@ def test_finetune_names_the_file_and_row_of_bad_input(case, message, tmp_path, c
         (["--task", "classify", "--checkpoint", "bert_tiny", "--train", "{folder}/file", "--validation",
           "{folder}/file", "--output", "{folder}/file"], "kbert: --output {folder}/file exists and is not a folder"),
         (["--pretrained", "{folder}"], "kbert: No pretrained model at {folder}/model.keras: run `kbert pretrain` first"),
+        (["--task", "text", "--checkpoint", "t5_small", "--train", "{folder}/text.csv", "--validation",
+          "{folder}/text.csv", "--learning-rate", "inf"], "kbert: The learning rate must be positive; received inf"),
         (["--task", "text", "--checkpoint", "bert_tiny", "--train", "{folder}/text.csv", "--validation",
           "{folder}/text.csv"], "kbert: --task text fine-tunes a kbert T5; the checkpoint's backbone is kbert.models.Encoder"),
     ],

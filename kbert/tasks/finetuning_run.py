@@ -65,7 +65,7 @@ def _check_backbone(task, backbone):
 def _check_sizes(backbone, sequence_length, epochs, batch_size, learning_rate):
     if epochs < 1 or batch_size < 1:
         raise ValueError(f"epochs and batch size must be positive (received {epochs}, {batch_size}).")
-    if not learning_rate > 0:
+    if not 0 < learning_rate < float("inf"):
         raise ValueError(f"The learning rate must be positive; received {learning_rate}.")
     if not hasattr(backbone, "max_positions"):  # relative positions (T5): any length
         return
