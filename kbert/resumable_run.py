@@ -92,7 +92,8 @@ class ResumableRun(keras.callbacks.Callback):
     `arguments` with those the folder's previous run recorded: other values
     raise a `ValueError` naming them, unless `overwrite` (which removes the
     previous run's files, `outputs` among them, and starts afresh). `fit`
-    then trains from `step`. A NaN or infinite loss stops the run with a
+    then trains from `step`, and `losses` holds each step's training loss
+    (the earlier parts' included), for a learning curve. A NaN or infinite loss stops the run with a
     `FloatingPointError` naming the step. Call `finish()` once the run's
     outputs are written: it removes the checkpoint.
 
@@ -129,7 +130,8 @@ class ResumableRun(keras.callbacks.Callback):
         self.log = log or (lambda line: None)
         self._check_folder()
         self._check_arguments(outputs, overwrite)
-        self.step, self._elapsed = self._saved_state()
+        self.step, self._elapsed, self.losses = self._saved_state()
+        self._epoch_mean = 0.0
         self._start = time.time()
         self._signal, self._handlers, self._framework_state = None, {}, None
 
@@ -170,12 +172,12 @@ class ResumableRun(keras.callbacks.Callback):
         _write_atomically(run_file, lambda f: f.write(record))
 
     def _saved_state(self):
-        """`(step, elapsed seconds)` of the checkpoint, `(0, 0.0)` without one."""
+        """`(step, elapsed seconds, losses)` of the checkpoint, `(0, 0.0, [])` without one."""
         if not os.path.exists(self.checkpoint_path):
-            return 0, 0.0
+            return 0, 0.0, []
         with np.load(self.checkpoint_path) as saved:
             state = json.loads(str(saved["state"]))
-        return state["step"], state["elapsed_seconds"]
+        return state["step"], state["elapsed_seconds"], state["losses"]
 
     def elapsed_seconds(self):
         """Wall time of the whole run so far, the earlier parts of a resumed run included."""
@@ -231,6 +233,7 @@ class ResumableRun(keras.callbacks.Callback):
     def on_train_batch_end(self, batch, logs=None):
         self.step += 1
         self._check_losses(logs or {})
+        self._record_loss(batch, (logs or {}).get("loss"))
         if self.step >= self.total_steps:
             self.model.stop_training = True
         elif self.step % self.save_every == 0 or self._signal:
@@ -245,10 +248,19 @@ class ResumableRun(keras.callbacks.Callback):
                     f"The {name} is {float(value)} at step {self.step}: training stopped (the last checkpoint "
                     "is kept). Lower the learning rate, or check the data.")
 
+    def _record_loss(self, batch, epoch_mean):
+        """Append the step's own loss to `losses`, from Keras' running mean over the epoch's batches."""
+        if epoch_mean is None:
+            return
+        epoch_mean = float(epoch_mean)
+        self.losses.append(epoch_mean if batch == 0 else (batch + 1) * epoch_mean - batch * self._epoch_mean)
+        self._epoch_mean = epoch_mean
+
     def _save(self):
         arrays = {f"v{i}": keras.ops.convert_to_numpy(v) for i, v in enumerate(self._variables())}
         arrays["framework_random_state"] = _framework_random_state()
-        arrays["state"] = np.array(json.dumps({"step": self.step, "elapsed_seconds": self.elapsed_seconds()}))
+        state = {"step": self.step, "elapsed_seconds": self.elapsed_seconds(), "losses": self.losses}
+        arrays["state"] = np.array(json.dumps(state))
         _write_atomically(self.checkpoint_path, lambda f: np.savez(f, **arrays))
 
     def _stop_for_signal(self):

@@ -91,6 +91,17 @@ def test_a_crash_resumes_from_the_last_checkpoint_exactly(uninterrupted, tmp_pat
     assert sorted(os.listdir(tmp_path)) == [RUN_FILE]
 
 
+def test_losses_are_each_steps_own_across_a_resume(tmp_path):
+    whole, _ = _train(tmp_path / "whole")
+    history = whole.model.history.history["loss"]  # epoch means, epochs of 4 steps
+    assert len(whole.losses) == TOTAL
+    np.testing.assert_allclose([np.mean(whole.losses[:4]), np.mean(whole.losses[4:8])], history[:2], rtol=1e-5)
+    with pytest.raises(RuntimeError):
+        _train(tmp_path / "run", [_Crash(at=8)])  # saved at step 6, in the second epoch
+    resumed, _ = _train(tmp_path / "run")
+    np.testing.assert_allclose(resumed.losses, whole.losses, rtol=1e-5)
+
+
 class _Stop(Exception):
     pass
 

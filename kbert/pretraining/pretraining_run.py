@@ -16,8 +16,9 @@ machine with no download. The steps:
    other arguments is refused unless `overwrite`;
 5. evaluate masked-LM loss and accuracy on the held-out documents, next to the
    accuracy of always predicting the most frequent training token;
-6. save the model (`model.keras`), the vocabulary (`vocab.txt`) and the
-   metrics (`metrics.json`), and print a fill-in-the-blank demo.
+6. save the model (`model.keras`), the vocabulary (`vocab.txt`), the
+   metrics (`metrics.json`) and the learning curve (`learning_curve.png`,
+   each step's training loss), and print a fill-in-the-blank demo.
 
 The CLI reads the corpus into memory to split it; `pretraining_dataset`
 itself streams.
@@ -40,6 +41,7 @@ from kbert.backend_utils import set_random_seed
 from kbert.models.presets import PRESETS, T5_PRESETS, build
 from kbert.pretraining.bert_pretrainer import BertPretrainer
 from kbert.pretraining.electra_pretrainer import ElectraPretrainer
+from kbert.pretraining.learning_curve import save_learning_curve
 from kbert.pretraining.optimizers import create_optimizer
 from kbert.pretraining.pretraining_dataset import (
     MIN_SEQUENCE_LENGTH,
@@ -53,7 +55,7 @@ from kbert.resumable_run import DEFAULT_SAVE_EVERY, ResumableRun
 
 STEPS_PER_EPOCH = 50
 HELD_OUT_EVERY = 10
-OUTPUTS = ("vocab.txt", "model.keras", "metrics.json")
+OUTPUTS = ("vocab.txt", "model.keras", "metrics.json", "learning_curve.png")
 _SNIFFED_BYTES = 1 << 16
 DEMO_SENTENCES = 3
 _SKIPPED_FOLDERS = {"site-packages", "test", "tests", "idle_test", "__pycache__"}
@@ -356,7 +358,10 @@ def run_pretraining(
     pretrainer.save(os.path.join(output, "model.keras"))
     with open(os.path.join(output, "metrics.json"), "w") as f:
         json.dump(metrics, f, indent=2)
+    title = (f"{model}, {objective}: held-out masked-LM accuracy {metrics['held_out_mlm_accuracy']:.3f} "
+             f"(most frequent token {metrics['most_frequent_token_accuracy']:.3f})")
+    save_learning_curve(os.path.join(output, "learning_curve.png"), run.losses, title)
     run.finish()
-    log(f"Saved model.keras, vocab.txt and metrics.json to {output}")
+    log(f"Saved model.keras, vocab.txt, metrics.json and learning_curve.png to {output}")
     _demo(pretrainer, tokenizer, held_out_documents, sequence_length, random.Random(seed), log)
     return metrics
