@@ -173,3 +173,25 @@ def fused_attention_supports(dtype):
     import jax
 
     return jax.default_backend() != "cpu"
+
+
+def torch_attention_with_dropout(query, key, value, mask, scale, rate):
+    """PyTorch's fused attention with dropout on the probabilities, in Keras' layout.
+
+    `keras.ops.dot_product_attention` has no dropout, so training with
+    attention dropout would otherwise compute the scores explicitly;
+    `torch.nn.functional.scaled_dot_product_attention` takes `dropout_p`.
+    `query`, `key`, `value` are `(batch, length, heads, head_dim)`; `mask` is
+    bool, broadcastable to `(batch, heads, query_length, key_length)`, True
+    where a key is attended. Dropout draws from PyTorch's generator, as Keras'
+    unseeded dropout does on PyTorch. PyTorch only.
+    """
+    import torch
+
+    query, key, value = (torch.transpose(x, 1, 2) for x in (query, key, value))
+    if mask is not None:  # additive, so a row with every key masked stays finite
+        mask = torch.where(mask, 0.0, -0.7 * torch.finfo(query.dtype).max).to(query.dtype)
+    context = torch.nn.functional.scaled_dot_product_attention(
+        query, key, value, attn_mask=mask, dropout_p=rate, scale=scale
+    )
+    return torch.transpose(context, 1, 2)

@@ -155,7 +155,10 @@ class ResumableRun(keras.callbacks.Callback):
         kept = [name for name in (CHECKPOINT_FILE, *outputs) if os.path.exists(os.path.join(self.output, name))]
         if overwrite:
             for path in (os.path.join(self.output, name) for name in (RUN_FILE, *kept)):
-                shutil.rmtree(path) if os.path.isdir(path) else os.remove(path)
+                if os.path.isdir(path):
+                    shutil.rmtree(path)
+                elif os.path.exists(path):
+                    os.remove(path)
         elif kept and not os.path.exists(run_file):
             raise ValueError(f"--output {self.output} holds {', '.join(kept)} of an earlier run whose arguments "
                              "are not recorded; pass --overwrite to start afresh, or choose another --output.")

@@ -158,6 +158,16 @@ def test_other_arguments_are_refused_by_name_or_overwritten(tmp_path):
     assert json.loads((tmp_path / RUN_FILE).read_text())["arguments"] == other
 
 
+@pytest.mark.parametrize("earlier", ["nothing", "an unrecorded output"])
+def test_overwrite_starts_afresh_whatever_the_folder_holds(tmp_path, earlier):
+    folder = tmp_path / "new"  # created by the run
+    if earlier != "nothing":
+        folder.mkdir()
+        (folder / "vocab.txt").write_text("[PAD]\n")
+    run = ResumableRun(str(folder), ARGUMENTS, TOTAL, outputs=("vocab.txt",), overwrite=True)
+    assert run.step == 0 and sorted(os.listdir(folder)) == [RUN_FILE]
+
+
 def test_outputs_of_an_unrecorded_run_are_refused(tmp_path):
     (tmp_path / "vocab.txt").write_text("[PAD]\n")
     with pytest.raises(ValueError, match="holds vocab.txt of an earlier run whose arguments are not recorded"):

@@ -2,7 +2,7 @@ import keras
 from keras import ops
 
 from kbert.arguments import positive_int, probability
-from kbert.backend_utils import fused_attention_supports
+from kbert.backend_utils import fused_attention_supports, torch_attention_with_dropout
 from kbert.layers.attention_mask import MASKED_SCORE, merge_attention_masks
 from kbert.layers.initializers import clone_initializer
 from kbert.layers.sparse_attention import check_self_attention
@@ -18,11 +18,12 @@ class MultiHeadAttention(keras.layers.Layer):
     `TransformerEncoder`. The default dense kernel calls
     `keras.ops.dot_product_attention`, which takes the backend's fused kernel
     (PyTorch `scaled_dot_product_attention`, JAX/XLA's fused attention). When
-    attention-probability dropout is active (training with `dropout > 0`), or
-    value heads differ in width from key heads (which JAX's fused kernel does
-    not take), or float16 where the backend's fused kernel does not compile
-    (JAX on CPU), the kernel computes scores explicitly, with softmax in float32,
-    so dropout can be applied to the probabilities as in BERT.
+    attention-probability dropout is active (training with `dropout > 0`),
+    PyTorch's fused kernel applies it (`dropout_p`); on TensorFlow and JAX, or
+    where value heads differ in width from key heads (which JAX's fused kernel
+    does not take), or float16 where the backend's fused kernel does not
+    compile (JAX on CPU), the kernel computes scores explicitly, with softmax
+    in float32, so dropout can be applied to the probabilities as in BERT.
 
     Args:
         num_heads: number of heads.
@@ -165,9 +166,14 @@ class MultiHeadAttention(keras.layers.Layer):
         # compile it (JAX on CPU), take the explicit path below.
         same_width = query.shape[-1] == value.shape[-1]
         fused = same_width and fused_attention_supports(query.dtype)
-        if fused and not (training and self.dropout > 0):
+        dropping = training and self.dropout > 0
+        if fused and not dropping:
             return ops.dot_product_attention(
                 query, key, value, mask=mask, scale=self.score_scale
+            )
+        if fused and keras.backend.backend() == "torch":
+            return torch_attention_with_dropout(
+                query, key, value, mask, self.score_scale, self.dropout_layer.rate
             )
         return self._explicit_attention(query, key, value, mask, None, training)
 

@@ -196,6 +196,25 @@ def test_attention_dropout_active_only_in_training():
     assert np.abs(trained - inference).max() > 1e-3
 
 
+def test_attention_dropout_drops_each_probability_with_its_rate_and_rescales_the_rest():
+    # Zero queries give uniform probabilities 1/LENGTH; one-hot values and
+    # identity projections make the output the dropped probabilities
+    # themselves: 0 with probability `rate`, else 1 / (LENGTH * (1 - rate)).
+    # (PyTorch's fused kernel applies this dropout; TF and JAX, the explicit path.)
+    batch, length, rate = 64, 16, 0.25
+    layer = MultiHeadAttention(1, length, dropout=rate, use_bias=False)
+    layer.build((batch, length, length))
+    identity = np.eye(length, dtype="float32")
+    layer.set_weights([np.zeros_like(identity), identity, identity, identity])
+    x = np.broadcast_to(identity, (batch, length, length))
+    dropped = to_numpy(layer(x, training=True))
+    kept = dropped[dropped != 0]
+    np.testing.assert_allclose(kept, 1 / (length * (1 - rate)), rtol=1e-5)
+    assert abs(1 - kept.size / dropped.size - rate) < 0.02  # 16,384 draws: 6 standard deviations
+    # Independent masks per row: about 860 of the 1,024 rows differ (one mask shared by all: 1).
+    assert len({row.tobytes() for row in dropped.reshape(-1, length)}) > 0.7 * batch * length
+
+
 @pytest.mark.parametrize("path", ["fused", "explicit"])
 @pytest.mark.parametrize("policy", ["float32", "mixed_float16", "mixed_bfloat16"])
 def test_padded_keys_never_influence_real_positions(path, policy):
