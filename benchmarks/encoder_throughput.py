@@ -5,9 +5,10 @@
 Times the forward pass (`predict_on_batch`, compiled where the backend compiles)
 and one training step (`train_on_batch`: backbone + Dense(2) on the pooled
 output, Adam, cross-entropy) of the same-size random model, after a warm-up
-call that pays compilation. Reports the median of `--repeats` runs, the ratio
-of each peer's time to kbert's (> 1: kbert is faster), and the forward time
-against the machine's float32 matmul floor measured in the same run.
+call that pays compilation, the systems timed in turns. Reports the median of
+`--repeats` runs, the ratio of each peer's time to kbert's (> 1: kbert is
+faster), and the forward time against the machine's float32 matmul floor
+measured in the same run.
 """
 
 import argparse
@@ -46,14 +47,21 @@ def matmul_rate(size=2048, repeats=5):
     return 2 * size**3 / min(times) / 1e9
 
 
-def median_time(fn, repeats):
-    fn()  # warm-up: tracing and compilation
-    times = []
+def median_times(functions, repeats):
+    """`{name: median seconds}` of each function of `functions`, timed in turns.
+
+    Each is called once first (tracing, compilation); then every round calls
+    each once, so a drift in the machine's speed falls on all of them alike.
+    """
+    for function in functions.values():
+        function()
+    times = {name: [] for name in functions}
     for _ in range(repeats):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
+        for name, function in functions.items():
+            start = time.perf_counter()
+            function()
+            times[name].append(time.perf_counter() - start)
+    return {name: statistics.median(values) for name, values in times.items()}
 
 
 def make_inputs(batch, length):
@@ -78,9 +86,9 @@ def keras_candidates():
     return {"kbert": kbert_model, "keras-hub BertBackbone": keras_hub_model}
 
 
-def time_keras(build, inputs, labels, repeats):
+def keras_calls(build, inputs, labels):
+    """`(forward, training step)` of the backbone `build()` returns, with Dense(2) on its pooled output."""
     backbone = build()
-    forward = median_time(lambda: backbone.predict_on_batch(inputs), repeats)
     model_inputs = {name: keras.Input(shape=(None,), dtype="int32", name=name) for name in inputs}
     logits = keras.layers.Dense(2)(backbone(model_inputs)["pooled_output"])
     classifier = keras.Model(model_inputs, logits)
@@ -88,38 +96,35 @@ def time_keras(build, inputs, labels, repeats):
         optimizer=keras.optimizers.Adam(1e-5),
         loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
     )
-    step = median_time(lambda: classifier.train_on_batch(inputs, labels), repeats)
-    return forward, step
+    return lambda: backbone.predict_on_batch(inputs), lambda: classifier.train_on_batch(inputs, labels)
 
 
-def time_transformers(inputs, labels, repeats):
+def transformers_calls(inputs, labels):
+    """`(forward, training step)` of transformers' `BertModel` (sdpa) with a Linear(2) on its pooled output."""
     import torch
     import transformers
 
     config = transformers.BertConfig(attn_implementation="sdpa")
-    model = transformers.BertModel(config).eval()
+    model = transformers.BertModel(config)
     ids = torch.as_tensor(inputs["token_ids"], dtype=torch.long)
     types = torch.as_tensor(inputs["segment_ids"], dtype=torch.long)
     mask = torch.as_tensor(inputs["padding_mask"], dtype=torch.long)
-
-    def forward():
-        with torch.no_grad():
-            model(input_ids=ids, token_type_ids=types, attention_mask=mask)
-
-    forward_time = median_time(forward, repeats)
-    model.train()
     head = torch.nn.Linear(config.hidden_size, 2)
     optimizer = torch.optim.Adam([*model.parameters(), *head.parameters()], lr=1e-5)
     target = torch.as_tensor(labels)
 
+    def forward():
+        with torch.no_grad():
+            model.eval()(input_ids=ids, token_type_ids=types, attention_mask=mask)
+
     def step():
         optimizer.zero_grad()
-        pooled = model(input_ids=ids, token_type_ids=types, attention_mask=mask).pooler_output
+        pooled = model.train()(input_ids=ids, token_type_ids=types, attention_mask=mask).pooler_output
         loss = torch.nn.functional.cross_entropy(head(pooled), target)
         loss.backward()
         optimizer.step()
 
-    return forward_time, median_time(step, repeats)
+    return forward, step
 
 
 def main():
@@ -131,12 +136,12 @@ def main():
     backend = keras.backend.backend()
     inputs, labels = make_inputs(args.batch, args.length)
 
-    results = {}
-    for name, build in keras_candidates().items():
-        results[name] = time_keras(build, inputs, labels, args.repeats)
-        keras.backend.clear_session()
+    calls = {name: keras_calls(build, inputs, labels) for name, build in keras_candidates().items()}
     if backend == "torch":
-        results["transformers BertModel (sdpa)"] = time_transformers(inputs, labels, args.repeats)
+        calls["transformers BertModel (sdpa)"] = transformers_calls(inputs, labels)
+    forward = median_times({name: pair[0] for name, pair in calls.items()}, args.repeats)
+    step = median_times({name: pair[1] for name, pair in calls.items()}, args.repeats)
+    results = {name: (forward[name], step[name]) for name in calls}
 
     gflop = bert_base_forward_flops(args.batch, args.length) / 1e9
     rate = matmul_rate()

@@ -12,8 +12,8 @@ gradients clipped to norm 1, weight decay 0.01: BERT's fine-tuning recipe):
 - transformers (torch only): `BertForSequenceClassification` with sdpa
   attention and `torch.optim.AdamW`.
 
-After a warm-up step that pays compilation, the median of `--repeats` steps
-is reported as seconds and steps per second, with each system's step time
+After a warm-up step that pays compilation, the systems are timed in turns
+and the median of `--repeats` steps is reported as seconds and steps per second, with each system's step time
 divided by kbert's (> 1: kbert is faster).
 """
 
@@ -24,7 +24,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
 import kbert  # noqa: E402  (imports Keras quietly)
 import keras  # noqa: E402
-from encoder_throughput import SIZE, make_inputs, median_time  # noqa: E402
+from encoder_throughput import SIZE, make_inputs, median_times  # noqa: E402
 
 from kbert.backend_utils import quiet_import  # noqa: E402
 from kbert.pretraining import create_optimizer  # noqa: E402
@@ -88,10 +88,7 @@ def main():
     systems = {"kbert TextClassifier": kbert_step, "KerasHub BertTextClassifier": keras_hub_step}
     if backend == "torch":
         systems["transformers BertForSequenceClassification"] = transformers_step
-    seconds = {}
-    for name, make_step in systems.items():
-        seconds[name] = median_time(make_step(inputs, labels), args.repeats)
-        keras.backend.clear_session()
+    seconds = median_times({name: make_step(inputs, labels) for name, make_step in systems.items()}, args.repeats)
 
     ours = seconds["kbert TextClassifier"]
     print(f"\nbert_base fine-tuning, batch {args.batch} x {args.length} tokens, float32, backend {backend}\n")

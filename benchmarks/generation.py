@@ -22,7 +22,6 @@ seconds have passed is stopped and listed as not measured.
 import argparse
 import json
 import os
-import statistics
 import subprocess
 import sys
 import time
@@ -33,29 +32,13 @@ BACKENDS = ("tensorflow", "jax", "torch")
 RESULTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results", "generation.md")
 
 
-def _timed(systems, repeats):
-    """Median seconds per call of each `(name, fn)`, the calls taken in turns.
-
-    Each function is first called once (compilation); then the timed calls go
-    round-robin, so that a slow spell of a shared machine hits every system.
-    """
-    for _, fn in systems:
-        fn()
-    times = {name: [] for name, _ in systems}
-    for _ in range(repeats):
-        for name, fn in systems:
-            start = time.perf_counter()
-            fn()
-            times[name].append(time.perf_counter() - start)
-    return {name: statistics.median(values) for name, values in times.items()}
-
-
 def measure(args):
     """Rows `(system, tokens/s)` for the current backend."""
     import numpy as np
 
     import kbert
     import keras
+    from encoder_throughput import median_times
     from kbert.tasks import Seq2SeqLM
 
     keras.utils.set_random_seed(0)
@@ -100,7 +83,7 @@ def measure(args):
         for use_cache in (True, False):
             name = f"transformers generate, {'cache' if use_cache else 'no cache'}"
             systems.append((name, lambda use_cache=use_cache: hf_generate(use_cache)))
-    seconds = _timed(systems, args.repeats)
+    seconds = median_times(dict(systems), args.repeats)
     return [(name, tokens / seconds[name]) for name, _ in systems]
 
 

@@ -27,7 +27,6 @@ consumes them, or it starves the model. Then the main job
 import argparse
 import json
 import os
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -39,7 +38,7 @@ import numpy as np  # noqa: E402
 
 import kbert  # noqa: E402  (imports Keras quietly)
 import keras  # noqa: E402
-from encoder_throughput import SIZE  # noqa: E402
+from encoder_throughput import SIZE, median_times  # noqa: E402
 
 from kbert.backend_utils import quiet_import  # noqa: E402
 from kbert.pretraining import BertPretrainer, create_optimizer, pretraining_dataset  # noqa: E402
@@ -103,19 +102,6 @@ def transformers_step(x, y):
     return step
 
 
-def step_times(steps, repeats):
-    """`{name: median seconds}` of each step function, after one warm-up each, timed in turns."""
-    for step in steps.values():
-        step()
-    times = {name: [] for name in steps}
-    for _ in range(repeats):
-        for name, step in steps.items():
-            start = time.perf_counter()
-            step()
-            times[name].append(time.perf_counter() - start)
-    return {name: statistics.median(values) for name, values in times.items()}
-
-
 def model_rates(example, batch, repeats):
     """`{system: step seconds}` of a bert_base pretraining step on `batch` rows of `example`."""
     x, y = keras.tree.map_structure(lambda t: np.asarray(t)[:batch], example)
@@ -123,7 +109,7 @@ def model_rates(example, batch, repeats):
              "KerasHub BertMaskedLM (MLM)": keras_hub_step(x, y)}
     if keras.backend.backend() == "torch":
         steps["transformers BertForPreTraining (MLM + NSP)"] = transformers_step(x, y)
-    return step_times(steps, repeats)
+    return median_times(steps, repeats)
 
 
 def print_model_table(times, batch, length):
