@@ -5,7 +5,10 @@
 Times the forward pass (`predict_on_batch`, compiled where the backend compiles)
 and one training step (`train_on_batch`: backbone + Dense(2) on the pooled
 output, Adam, cross-entropy) of the same-size random model, after a warm-up
-call that pays compilation, the systems timed in turns. Reports the median of
+call that pays compilation, the systems timed in turns. Each steps with its
+own library's Adam: kbert's `AdamW` (weight decay 0; one fused kernel on
+torch), Keras' `Adam` for keras-hub, `torch.optim.Adam` for transformers, at
+its default (a per-tensor loop on the CPU) and with `fused=True`. Reports the median of
 `--repeats` runs, the ratio of each peer's time to kbert's (> 1: kbert is
 faster), and the forward time against the machine's float32 matmul floor
 measured in the same run.
@@ -78,29 +81,30 @@ def keras_candidates():
     keras_hub = quiet_import("keras_hub")
 
     def kbert_model():
-        return kbert.models.bert_base()
+        return kbert.models.bert_base(), kbert.pretraining.AdamW(1e-5, weight_decay=0.0)
 
     def keras_hub_model():
-        return keras_hub.models.BertBackbone(max_sequence_length=512, num_segments=2, dropout=0.1, **SIZE)
+        backbone = keras_hub.models.BertBackbone(max_sequence_length=512, num_segments=2, dropout=0.1, **SIZE)
+        return backbone, keras.optimizers.Adam(1e-5)
 
     return {"kbert": kbert_model, "keras-hub BertBackbone": keras_hub_model}
 
 
 def keras_calls(build, inputs, labels):
-    """`(forward, training step)` of the backbone `build()` returns, with Dense(2) on its pooled output."""
-    backbone = build()
+    """`(forward, training step)` of the `(backbone, optimizer)` `build()` returns, Dense(2) on the pooled output."""
+    backbone, optimizer = build()
     model_inputs = {name: keras.Input(shape=(None,), dtype="int32", name=name) for name in inputs}
     logits = keras.layers.Dense(2)(backbone(model_inputs)["pooled_output"])
     classifier = keras.Model(model_inputs, logits)
     classifier.compile(
-        optimizer=keras.optimizers.Adam(1e-5),
+        optimizer=optimizer,
         loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
     )
     return lambda: backbone.predict_on_batch(inputs), lambda: classifier.train_on_batch(inputs, labels)
 
 
-def transformers_calls(inputs, labels):
-    """`(forward, training step)` of transformers' `BertModel` (sdpa) with a Linear(2) on its pooled output."""
+def transformers_calls(inputs, labels, fused=None):
+    """`(forward, training step)` of transformers' `BertModel` (sdpa), Linear(2) on its pooled output, Adam(`fused`)."""
     import torch
     import transformers
 
@@ -110,7 +114,7 @@ def transformers_calls(inputs, labels):
     types = torch.as_tensor(inputs["segment_ids"], dtype=torch.long)
     mask = torch.as_tensor(inputs["padding_mask"], dtype=torch.long)
     head = torch.nn.Linear(config.hidden_size, 2)
-    optimizer = torch.optim.Adam([*model.parameters(), *head.parameters()], lr=1e-5)
+    optimizer = torch.optim.Adam([*model.parameters(), *head.parameters()], lr=1e-5, fused=fused)
     target = torch.as_tensor(labels)
 
     def forward():
@@ -139,6 +143,7 @@ def main():
     calls = {name: keras_calls(build, inputs, labels) for name, build in keras_candidates().items()}
     if backend == "torch":
         calls["transformers BertModel (sdpa)"] = transformers_calls(inputs, labels)
+        calls["transformers, fused Adam"] = transformers_calls(inputs, labels, fused=True)
     forward = median_times({name: pair[0] for name, pair in calls.items()}, args.repeats)
     step = median_times({name: pair[1] for name, pair in calls.items()}, args.repeats)
     results = {name: (forward[name], step[name]) for name in calls}

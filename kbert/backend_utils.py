@@ -195,3 +195,28 @@ def torch_attention_with_dropout(query, key, value, mask, scale, rate):
         query, key, value, attn_mask=mask, dropout_p=rate, scale=scale
     )
     return torch.transpose(context, 1, 2)
+
+
+def torch_fused_adam(variables, gradients, momentums, velocities, step, learning_rate, betas, epsilon):
+    """One Adam update of every variable in PyTorch's fused kernel, in place. PyTorch only.
+
+    The kernel is `torch.optim.Adam(fused=True)`'s: one pass over each
+    tensor instead of Keras' chain of `torch._foreach_*` calls, which on the
+    CPU run tensor by tensor with a temporary per stage (1.1 s against 0.04 s
+    for a bert_base update on 2 cores). Its rule: `m ← β1·m + (1−β1)·g`,
+    `v ← β2·v + (1−β2)·g²`, `w ← w − lr/(1−β1ᵗ) · m / (√v/√(1−β2ᵗ) + ε)`.
+    `step` is `t`, a float32 scalar tensor; the kernel takes one list per
+    device and dtype, so variables are grouped by both.
+    """
+    import torch
+
+    groups = {}
+    for tensors in zip(variables, gradients, momentums, velocities):
+        groups.setdefault((tensors[0].device, tensors[0].dtype), []).append(tensors)
+    for group in groups.values():
+        params, grads, exp_avgs, exp_avg_sqs = (list(tensors) for tensors in zip(*group))
+        torch._fused_adam_(
+            params, grads, exp_avgs, exp_avg_sqs, [], [step] * len(params),
+            lr=learning_rate, beta1=betas[0], beta2=betas[1], weight_decay=0.0, eps=epsilon,
+            amsgrad=False, maximize=False,
+        )

@@ -10,6 +10,7 @@ pretrainer models run on the Keras backend.
 >>> model.compile(optimizer=create_optimizer("adamw", 1e-4, total_steps=10, warmup_steps=1))
 """
 
+from kbert.pretraining.adam_w import AdamW
 from kbert.pretraining.bert_pretrainer import BertPretrainer
 from kbert.pretraining.distillation_trainer import DistillationTrainer, init_student_from_teacher
 from kbert.pretraining.electra_pretrainer import ElectraPretrainer
@@ -25,6 +26,7 @@ from kbert.pretraining.warmup_linear_decay import WarmupLinearDecay
 
 __all__ = [
     "OBJECTIVES",
+    "AdamW",
     "BertPretrainer",
     "DistillationTrainer",
     "ElectraPretrainer",

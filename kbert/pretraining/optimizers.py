@@ -1,18 +1,19 @@
 """The pretraining optimizers: AdamW or LAMB with warm-up/decay, clipping and selective decay.
 
-Both are Keras' own (`keras.optimizers.AdamW`, `keras.optimizers.Lamb`);
-`create_optimizer` configures them the BERT way. How they differ from the
-reference implementations (ALGORITHMS.md §1, §6), all kept as Keras has them:
+`create_optimizer` configures them the BERT way: kbert's `AdamW` (Keras'
+with the Adam paper's epsilon, fused into one kernel on PyTorch; see
+`kbert.pretraining.adam_w`) or Keras' `Lamb`. How they differ from the
+reference implementations (ALGORITHMS.md §1, §6):
 
 - Weight decay is decoupled in both: before each update Keras applies
   `w ← w − lr·wd·w` to every variable not excluded. Google's BERT AdamW adds
   `wd·w` to the update before multiplying by `lr`, which is the same thing.
   LayerNorm (`gamma`, `beta`) and bias variables are excluded, as in BERT.
-- Bias correction: Keras' Adam/AdamW and Lamb correct the moments
-  (`m/(1−β1ᵗ)`, `v/(1−β2ᵗ)`); Google's BERT AdamW and ALBERT's LAMB do not.
-  The difference fades after a few thousand steps (`1/(1−β2)`) and is
-  mostly hidden by warm-up. Keras' AdamW adds `epsilon` to `√v` before the
-  correction, i.e. an effective `epsilon/√(1−β2ᵗ)` next to `√v̂`.
+- Bias correction: both correct the moments (`m/(1−β1ᵗ)`, `v/(1−β2ᵗ)`), as
+  `torch.optim.AdamW` and transformers do; Google's BERT AdamW and ALBERT's
+  LAMB do not. The difference fades after a few thousand steps
+  (`1/(1−β2)`) and is mostly hidden by warm-up. AdamW adds `epsilon` to
+  `√v̂`, after the correction, as PyTorch does.
 - LAMB's trust ratio: ALBERT's LAMB computes `u = m/(√v+ε) + wd·w` and
   `w ← w − lr·(‖w‖/‖u‖)·u`, with decay inside the ratio and LayerNorm/bias
   variables excluded from both decay and ratio (their ratio is 1). Keras'
@@ -28,9 +29,10 @@ reloaded from `.keras` with its optimizer should be compiled again with
 
 import keras
 
+from kbert.pretraining.adam_w import AdamW
 from kbert.pretraining.warmup_linear_decay import WarmupLinearDecay
 
-OPTIMIZERS = {"adamw": keras.optimizers.AdamW, "lamb": keras.optimizers.Lamb}
+OPTIMIZERS = {"adamw": AdamW, "lamb": keras.optimizers.Lamb}
 
 # LayerNorm scale and offset, and every bias (the masked-LM output bias
 # included). Keras matches these with `re.search` against the name of the
@@ -72,7 +74,7 @@ def create_optimizer(
         clipnorm: global gradient norm bound; `None` for no clipping.
 
     Returns:
-        A `keras.optimizers.AdamW` or `keras.optimizers.Lamb`.
+        A kbert `AdamW` or a `keras.optimizers.Lamb`.
 
     Example:
     >>> optimizer = create_optimizer("lamb", 1.76e-3, total_steps=125_000, warmup_steps=3_125)
