@@ -26,6 +26,7 @@ import numpy as np  # noqa: E402
 import kbert  # noqa: E402  (imports Keras quietly)
 import keras  # noqa: E402
 from kbert.backend_utils import quiet_import  # noqa: E402
+from kbert.pretraining.optimizers import NO_DECAY_VARIABLE_NAMES  # noqa: E402
 
 SIZE = dict(vocabulary_size=30522, num_layers=12, num_heads=12, hidden_dim=768, intermediate_dim=3072)
 
@@ -65,6 +66,16 @@ def median_times(functions, repeats):
             function()
             times[name].append(time.perf_counter() - start)
     return {name: statistics.median(values) for name, values in times.items()}
+
+
+def keras_adamw(peak_rate, warmup_steps=100, total_steps=1000):
+    """Keras' own AdamW set up as `create_optimizer` sets up kbert's: what a KerasHub user compiles with."""
+    optimizer = keras.optimizers.AdamW(
+        kbert.pretraining.WarmupLinearDecay(peak_rate, warmup_steps, total_steps),
+        weight_decay=0.01, epsilon=1e-6, global_clipnorm=1.0,
+    )
+    optimizer.exclude_from_weight_decay(var_names=list(NO_DECAY_VARIABLE_NAMES))
+    return optimizer
 
 
 def make_inputs(batch, length):

@@ -7,7 +7,7 @@ at a time (`train_on_batch`, dropout on, AdamW with warm-up and linear decay,
 gradients clipped to norm 1, weight decay 0.01: BERT's fine-tuning recipe):
 
 - kbert: `kbert.tasks.TextClassifier(bert_base(), num_classes=2)`;
-- KerasHub: `keras_hub.models.BertTextClassifier` on a `BertBackbone` of the
+- KerasHub: `keras_hub.models.BertTextClassifier` (Keras' AdamW) on a `BertBackbone` of the
   same size (no preprocessor: the same token ids go in);
 - transformers (torch only): `BertForSequenceClassification` with sdpa
   attention and `torch.optim.AdamW`.
@@ -24,7 +24,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
 import kbert  # noqa: E402  (imports Keras quietly)
 import keras  # noqa: E402
-from encoder_throughput import SIZE, make_inputs, median_times  # noqa: E402
+from encoder_throughput import SIZE, keras_adamw, make_inputs, median_times  # noqa: E402
 
 from kbert.backend_utils import quiet_import  # noqa: E402
 from kbert.pretraining import create_optimizer  # noqa: E402
@@ -47,7 +47,7 @@ def keras_hub_step(inputs, labels):
     backbone = keras_hub.models.BertBackbone(max_sequence_length=512, num_segments=2, dropout=0.1, **SIZE)
     model = keras_hub.models.BertTextClassifier(backbone, num_classes=NUM_CLASSES, preprocessor=None)
     model.compile(
-        optimizer=_optimizer(),
+        optimizer=keras_adamw(2e-5),
         loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
     )
     return lambda: model.train_on_batch(inputs, labels)

@@ -11,10 +11,10 @@ training step of bert_base on a batch of that pipeline, on the current
 backend, for each system, timed in turns (median of `--repeats`, after a
 warm-up that pays compilation), as tokens per second:
 
-- kbert: `BertPretrainer(bert_base())`, MLM + NSP heads, AdamW; the MLM head
+- kbert: `BertPretrainer(bert_base())`, MLM + NSP heads, kbert's AdamW; the MLM head
   runs at the masked positions only;
 - KerasHub: `BertMaskedLM` over a same-size `BertBackbone` (MLM only, no NSP
-  head: KerasHub has none), AdamW;
+  head: KerasHub has none), Keras' AdamW;
 - transformers (torch only): `BertForPreTraining` (MLM + NSP, sdpa attention,
   the MLM head over every position), `torch.optim.AdamW`.
 
@@ -38,7 +38,7 @@ import numpy as np  # noqa: E402
 
 import kbert  # noqa: E402  (imports Keras quietly)
 import keras  # noqa: E402
-from encoder_throughput import SIZE, median_times  # noqa: E402
+from encoder_throughput import SIZE, keras_adamw, median_times  # noqa: E402
 
 from kbert.backend_utils import quiet_import  # noqa: E402
 from kbert.pretraining import BertPretrainer, create_optimizer, pretraining_dataset  # noqa: E402
@@ -75,7 +75,7 @@ def keras_hub_step(x, y):
     keras_hub = quiet_import("keras_hub")  # it imports TensorFlow: keep its start-up lines quiet
     backbone = keras_hub.models.BertBackbone(max_sequence_length=512, num_segments=2, dropout=0.1, **SIZE)
     model = keras_hub.models.BertMaskedLM(backbone, preprocessor=None)
-    model.compile(optimizer=_optimizer(), loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+    model.compile(optimizer=keras_adamw(1e-4), loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
                   weighted_metrics=[])
     inputs = {name: x[name] for name in ("token_ids", "segment_ids", "padding_mask", "mask_positions")}
     return lambda: model.train_on_batch(inputs, y["mask_ids"], sample_weight=y["mask_weights"])
