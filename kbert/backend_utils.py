@@ -109,29 +109,6 @@ def is_eager_tensor(x):
     return False
 
 
-def check_ids_in_range(ids, size, what):
-    """Raise `ValueError` when an eager tensor of ids leaves `[0, size)`.
-
-    A no-op on traced tensors, where the values are unknown.
-
-    >>> check_ids_in_range(np.array([[0, 5]]), 6, "token id")
-    """
-    if not is_eager_tensor(ids):
-        return
-    import keras
-
-    values = keras.ops.convert_to_numpy(ids)
-    if values.size == 0:
-        return
-    low, high = values.min(), values.max()
-    if low < 0 or high >= size:
-        bad = high if high >= size else low
-        raise ValueError(
-            f"{what} {int(bad)} is outside the valid range [0, {size}). "
-            f"Received ids of shape {tuple(values.shape)}."
-        )
-
-
 def scale_loss_for_replicas(loss):
     """Divide a replica's loss by the replicas in sync under a `tf.distribute` strategy.
 

@@ -240,6 +240,31 @@ def _is_concrete(value):
     return isinstance(value, (np.ndarray, list, tuple, int, float)) or is_eager_tensor(value)
 
 
+def check_ids_in_range(ids, size, what):
+    """Raise `ValueError` when an eager tensor of ids leaves `[0, size)`.
+
+    A no-op on traced tensors, where the values are unknown, and inside `fit`
+    and its kin, which checked the data where it entered: an eager step (all
+    of PyTorch's) then reads no ids back to the host.
+
+    >>> check_ids_in_range(np.array([[0, 5]]), 6, "token id")
+    """
+    if getattr(_upstream, "active", False) or not is_eager_tensor(ids):
+        return
+    import keras
+
+    values = keras.ops.convert_to_numpy(ids)
+    if values.size == 0:
+        return
+    low, high = values.min(), values.max()
+    if low < 0 or high >= size:
+        bad = high if high >= size else low
+        raise ValueError(
+            f"{what} {int(bad)} is outside the valid range [0, {size}). "
+            f"Received ids of shape {tuple(values.shape)}."
+        )
+
+
 def check_inputs(model, x, y=None):
     """Check `x` (and targets `y`) against `model`'s tables: shapes always, values when concrete.
 

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from helpers import BACKEND, compile_with_xla, to_numpy
 
-from kbert.backend_utils import check_ids_in_range, is_eager_tensor, quiet_import
+from kbert.backend_utils import is_eager_tensor, quiet_import
 
 
 class EagernessProbe(keras.layers.Layer):
@@ -67,37 +67,6 @@ def test_not_eager_inside_torch_compile():
     outputs = torch.compile(fn, backend="eager")(torch.ones(2, 3))
     np.testing.assert_array_equal(outputs.numpy(), np.full((2, 3), 2.0))
     assert seen and not any(seen)
-
-
-def test_check_ids_in_range_accepts_valid_ids():
-    assert check_ids_in_range(np.array([[0, 5], [3, 1]]), 6, "Token id") is None
-    ids = keras.ops.convert_to_tensor(np.array([[0, 5]], "int32"))
-    assert check_ids_in_range(ids, 6, "Token id") is None
-    assert check_ids_in_range(np.zeros((2, 0), "int32"), 6, "Token id") is None
-
-
-@pytest.mark.parametrize(
-    "ids, bad",
-    [([[0, 6]], 6), ([[0, 40], [2, 3]], 40), ([[-3, 2]], -3), ([[-1, 9]], 9)],
-)
-def test_check_ids_in_range_names_the_offending_id(ids, bad):
-    ids = keras.ops.convert_to_tensor(np.array(ids, "int32"))
-    message = rf"Segment id {bad} is outside the valid range \[0, 6\)\. Received ids of shape \({len(to_numpy(ids))}, 2\)"
-    with pytest.raises(ValueError, match=message):
-        check_ids_in_range(ids, 6, "Segment id")
-
-
-def test_check_ids_in_range_is_a_no_op_on_traced_tensors():
-    def fn(ids):
-        check_ids_in_range(ids, 6, "Token id")
-        return ids + 0
-
-    outputs = compile_with_xla(fn)(keras.ops.convert_to_tensor(np.array([[7, 1]], "int32")))
-    np.testing.assert_array_equal(to_numpy(outputs), [[7, 1]])
-
-
-def test_check_ids_in_range_is_a_no_op_on_keras_tensors():
-    assert check_ids_in_range(keras.Input((4,), dtype="int32"), 6, "Token id") is None
 
 
 def test_quiet_import_returns_the_module():

@@ -12,7 +12,8 @@ import numpy as np
 import pytest
 
 import kbert
-from kbert.input_checks import check_inputs, input_rules
+from helpers import compile_with_xla, to_numpy
+from kbert.input_checks import check_ids_in_range, check_inputs, input_rules
 
 VOCABULARY = 30
 LENGTH = 8
@@ -297,3 +298,51 @@ def test_symbolic_inputs_get_the_static_shape_checks(encoder):
     with pytest.raises(ValueError, match="'padding_mask' has sequence length 5"):
         check_inputs(encoder, inputs)
     check_inputs(encoder, {**inputs, "padding_mask": keras.Input((None,), dtype="int32")})
+
+
+def test_check_ids_in_range_accepts_valid_ids():
+    assert check_ids_in_range(np.array([[0, 5], [3, 1]]), 6, "Token id") is None
+    ids = keras.ops.convert_to_tensor(np.array([[0, 5]], "int32"))
+    assert check_ids_in_range(ids, 6, "Token id") is None
+    assert check_ids_in_range(np.zeros((2, 0), "int32"), 6, "Token id") is None
+
+
+@pytest.mark.parametrize(
+    "ids, bad",
+    [([[0, 6]], 6), ([[0, 40], [2, 3]], 40), ([[-3, 2]], -3), ([[-1, 9]], 9)],
+)
+def test_check_ids_in_range_names_the_offending_id(ids, bad):
+    ids = keras.ops.convert_to_tensor(np.array(ids, "int32"))
+    message = rf"Segment id {bad} is outside the valid range \[0, 6\)\. Received ids of shape \({len(to_numpy(ids))}, 2\)"
+    with pytest.raises(ValueError, match=message):
+        check_ids_in_range(ids, 6, "Segment id")
+
+
+def test_check_ids_in_range_is_a_no_op_on_traced_tensors():
+    def fn(ids):
+        check_ids_in_range(ids, 6, "Token id")
+        return ids + 0
+
+    outputs = compile_with_xla(fn)(keras.ops.convert_to_tensor(np.array([[7, 1]], "int32")))
+    np.testing.assert_array_equal(to_numpy(outputs), [[7, 1]])
+
+
+def test_check_ids_in_range_is_a_no_op_on_keras_tensors():
+    assert check_ids_in_range(keras.Input((4,), dtype="int32"), 6, "Token id") is None
+
+
+def test_check_ids_in_range_reads_nothing_inside_fit_which_checked_at_entry():
+    """An eager step (every PyTorch step) would otherwise read the ids back to the host."""
+    model = kbert.tasks.TextClassifier(kbert.models.bert_tiny(**TINY), num_classes=2)
+    model.compile(optimizer="sgd")
+    seen = []
+
+    class Spy(keras.callbacks.Callback):
+        def on_train_batch_begin(self, batch, logs=None):
+            seen.append(check_ids_in_range(np.array([[VOCABULARY]]), VOCABULARY, "Token id"))
+
+    inputs = encoder_inputs()
+    model.fit(inputs, {"labels": np.zeros((2,), "int32")}, epochs=1, verbose=0, callbacks=[Spy()])
+    assert seen == [None]
+    with pytest.raises(ValueError, match="Token id 30 is outside"):  # and outside fit it checks again
+        check_ids_in_range(np.array([[VOCABULARY]]), VOCABULARY, "Token id")

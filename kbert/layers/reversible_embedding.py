@@ -1,7 +1,7 @@
 import keras
 from keras import ops
 
-from kbert.backend_utils import check_ids_in_range
+from kbert.input_checks import check_ids_in_range
 
 
 @keras.saving.register_keras_serializable(package="kbert")

@@ -2,7 +2,7 @@ import keras
 from keras import ops
 
 from kbert.arguments import positive_int
-from kbert.backend_utils import check_ids_in_range
+from kbert.input_checks import check_ids_in_range
 from kbert.layers.initializers import clone_initializer
 from kbert.layers.vocabulary_head import VocabularyHead
 

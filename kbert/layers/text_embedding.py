@@ -2,7 +2,7 @@ import keras
 from keras import ops
 
 from kbert.arguments import non_negative_int, positive_int, positive_number, probability
-from kbert.backend_utils import check_ids_in_range
+from kbert.input_checks import check_ids_in_range
 from kbert.layers.position_embedding import PositionEmbedding
 from kbert.layers.reversible_embedding import ReversibleEmbedding
 

@@ -4,8 +4,8 @@ import keras
 from keras import ops
 
 from kbert.arguments import integer
-from kbert.backend_utils import check_ids_in_range, scale_loss_for_replicas
-from kbert.input_checks import labels
+from kbert.backend_utils import scale_loss_for_replicas
+from kbert.input_checks import check_ids_in_range, labels
 from kbert.tasks.heads import (
     ENCODER_INPUTS,
     encode,

@@ -4,8 +4,8 @@ import keras
 import numpy as np
 from keras import ops
 
-from kbert.backend_utils import check_ids_in_range, is_eager_tensor, scale_loss_for_replicas
-from kbert.input_checks import mask, positions
+from kbert.backend_utils import is_eager_tensor, scale_loss_for_replicas
+from kbert.input_checks import check_ids_in_range, mask, positions
 from kbert.layers.attention_mask import MASKED_SCORE
 from kbert.tasks.heads import encode, head_dense, labelled, task_targets
 from kbert.tasks.losses import weighted_cross_entropy

@@ -4,8 +4,8 @@ import keras
 from keras import ops
 
 from kbert.arguments import positive_int
-from kbert.backend_utils import check_ids_in_range, scale_loss_for_replicas
-from kbert.input_checks import labels
+from kbert.backend_utils import scale_loss_for_replicas
+from kbert.input_checks import check_ids_in_range, labels
 from kbert.layers.activations import get_activation, serialize_activation
 from kbert.tasks.heads import encode, head_dense, head_dropout, labelled, task_targets
 from kbert.tasks.losses import weighted_cross_entropy, weighted_mean

@@ -4,8 +4,8 @@ import keras
 from keras import ops
 
 from kbert.arguments import integer
-from kbert.backend_utils import check_ids_in_range, scale_loss_for_replicas
-from kbert.input_checks import TOKENS, labels
+from kbert.backend_utils import scale_loss_for_replicas
+from kbert.input_checks import TOKENS, check_ids_in_range, labels
 from kbert.tasks.heads import encode, head_dense, head_dropout, labelled, task_targets
 from kbert.tasks.losses import weighted_cross_entropy
 from kbert.tasks.task import Task
