@@ -12,6 +12,7 @@ from kbert.layers.position_embedding import PositionEmbedding
 from kbert.layers.relative_position_bias import RelativePositionBias
 from kbert.layers.reversible_embedding import ReversibleEmbedding
 from kbert.layers.rms_normalization import RMSNormalization
+from kbert.layers.scalar_mix import ScalarMix
 from kbert.layers.span_boundary_head import SpanBoundaryHead
 from kbert.layers.t5_encoder_block import T5EncoderBlock
 from kbert.layers.text_embedding import TextEmbedding
@@ -24,6 +25,7 @@ __all__ = [
     "LongformerAttention",
     "CachedMultiHeadAttention",
     "RMSNormalization",
+    "ScalarMix",
     "RelativePositionBias",
     "TransformerDecoder",
     "MaskedLMHead",
