@@ -7,12 +7,11 @@ from keras import ops
 from kbert.arguments import non_negative_int, positive_int
 from kbert.layers.multi_head_attention import MultiHeadAttention
 from kbert.layers.sparse_attention import (
+    attend_blocks,
     group_blocks,
     map_groups,
-    neighbour_blocks,
     padded_key_mask,
     slice_blocks,
-    softmax_pieces,
     static_length,
 )
 
@@ -34,10 +33,13 @@ class BigBirdAttention(MultiHeadAttention):
     reused for every call, in training and inference alike (the reference
     library redraws it per call in training and uses block 0 at inference).
     Shapes are therefore static and the layer compiles under XLA. It is
-    computed by blocks (reshapes, slices, concatenation, batched einsum, a
-    gather of the random blocks), with the middle query blocks in groups of
-    about `sparse_attention.GROUP_QUERIES` queries run one after another:
-    memory is O(n·b), never an n×n tensor.
+    computed by blocks with the dense kernel (`keras.ops.dot_product_attention`,
+    PyTorch's fused attention): the two global blocks against every key, and
+    each middle query block against its `5 + r` key blocks (`key_blocks(n)`,
+    one gather), the blocks folded into the kernel's batch and run in groups
+    of about `sparse_attention.GROUP_QUERIES` queries one after another.
+    Memory is O(n·b), never an n×n tensor, and with a fused kernel no score
+    tensor at all.
 
     Short sequences: like the reference (`transformers` BigBird), a sequence of
     `n <= (5 + 2·num_random_blocks)·block_size` tokens (704 with the defaults)
@@ -140,113 +142,98 @@ class BigBirdAttention(MultiHeadAttention):
             return super().attend(query, key, value, mask=mask, training=training)
         b, num_blocks = self.block_size, self._num_blocks(n)
         key_mask = padded_key_mask(query, mask, n, num_blocks * b)  # (batch, padded) bool
-        q = self._blocked(query * ops.cast(self.score_scale, query.dtype), num_blocks)
-        k, v = self._blocked(key, num_blocks), self._blocked(value, num_blocks)
-        global_context = self._global_rows(q, k, v, key_mask, training)
-        mask_blocks = ops.reshape(key_mask, (-1, num_blocks, b))
-        middle_context = self._middle_rows(q, k, v, mask_blocks, n, training)
+        query = self._padded(query, num_blocks * b)
+        # Keys and values heads-first: (batch, heads, padded, dim).
+        key, value = (ops.transpose(self._padded(x, num_blocks * b), (0, 2, 1, 3)) for x in (key, value))
+        global_context = self._global_rows(query, key, value, key_mask, training)
+        middle_context = self._middle_rows(query, key, value, key_mask, n, training)
         context = ops.concatenate(
-            [global_context[:, :, :b], middle_context, global_context[:, :, b:]], axis=2
+            [global_context[:, :b], middle_context, global_context[:, b:]], axis=1
         )
-        return ops.transpose(context[:, :, :n], (0, 2, 1, 3))
+        return context[:, :n]
 
-    def _blocked(self, x, num_blocks):
-        """`(batch, n, heads, dim)` -> `(batch, heads, blocks, b, dim)`, padded with zeros."""
+    def _padded(self, x, length):
+        """`(batch, n, heads, dim)` padded with zeros to `length` tokens."""
+        if x.shape[1] == length:
+            return x
+        return ops.pad(x, ((0, 0), (0, length - x.shape[1]), (0, 0), (0, 0)))
+
+    def _global_rows(self, query, key, value, key_mask, training):
+        """Global query blocks 0 and nb-1, dense over every key: `(batch, 2b, heads, dim)`."""
         b = self.block_size
-        x = ops.pad(x, ((0, 0), (0, num_blocks * b - x.shape[1]), (0, 0), (0, 0)))
-        x = ops.transpose(x, (0, 2, 1, 3))
-        return ops.reshape(x, (-1, self.num_heads, num_blocks, b, x.shape[-1]))
+        q_global = ops.concatenate([query[:, :b], query[:, -b:]], axis=1)
+        key, value = (ops.transpose(x, (0, 2, 1, 3)) for x in (key, value))
+        return super().attend(q_global, key, value, mask=key_mask[:, None, None, :], training=training)
 
-    def _global_rows(self, q, k, v, key_mask, training):
-        """Global query blocks 0 and nb-1, dense over every key: `(batch, heads, 2b, dim)`."""
-        h, padded = self.num_heads, key_mask.shape[1]
-        q_global = ops.concatenate([q[:, :, 0], q[:, :, -1]], axis=2)  # (B, h, 2b, d)
-        k_all = ops.reshape(k, (-1, h, padded, k.shape[-1]))
-        v_all = ops.reshape(v, (-1, h, padded, v.shape[-1]))
-        scores = ops.einsum("bhqd,bhkd->bhqk", q_global, k_all)
-        (probabilities,) = softmax_pieces(
-            [(scores, key_mask[:, None, None, :])], self.compute_dtype, self.dropout_layer, training
-        )
-        return ops.einsum("bhqk,bhkd->bhqd", probabilities, v_all)
+    def _middle_rows(self, query, key, value, key_mask, n, training):
+        """Middle query blocks 1..nb-2: `(batch, (nb-2)·b, heads, dim)`.
 
-    def _middle_rows(self, q, k, v, mask_blocks, n, training):
-        """Middle query blocks 1..nb-2: `(batch, heads, (nb-2)·b, dim)`.
-
-        Each attends to [first | window of 3 | random | last] key blocks, in
-        groups of `group` query blocks (the rows padded to whole groups). Row
-        1's window already holds block 0 and row nb-2's holds block nb-1, so
-        their separate first / last copies are masked out.
+        Each attends to its `5 + r` key blocks of `key_blocks(n)`, gathered
+        heads-first, in groups of `group` query blocks (the rows padded to
+        whole groups).
         """
-        num_blocks, b = mask_blocks.shape[1], self.block_size
-        middle = num_blocks - 2
+        b, h, padded = self.block_size, self.num_heads, key_mask.shape[1]
+        middle = padded // b - 2
         group, groups = group_blocks(middle, b)
-        extra = group * groups - middle  # padding rows, dropped at the end
+        table = self.key_blocks(n, group * groups)  # (rows, h, slots)
+        used = np.repeat(table >= 0, b, axis=-1)[:, :, None, :]  # (rows, h, 1, slots·b)
+        index = ops.convert_to_tensor(np.maximum(table, 0) + np.arange(h)[:, None] * (padded // b))
+        table, used = ops.convert_to_tensor(np.maximum(table, 0)), ops.convert_to_tensor(used)
+        q_mid = ops.pad(query[:, b:-b], ((0, 0), (0, (group * groups - middle) * b), (0, 0), (0, 0)))
+        q_mid = ops.reshape(q_mid, (-1, group * groups, b, h, query.shape[-1]))
+        k_flat, v_flat = (ops.reshape(x, (-1, h * padded // b, b, x.shape[-1])) for x in (key, value))
+        mask_blocks = ops.reshape(key_mask, (-1, padded // b, b))
 
-        def pad_rows(x):  # (B, h, rows, b, d) with `extra` zero rows appended
-            return ops.pad(x, ((0, 0), (0, 0), (0, extra), (0, 0), (0, 0)))
+        def gather(x, rows_index):  # (B, group·h·slots, b, ...) -> (B, group, h, slots·b, ...)
+            x = ops.take(x, ops.reshape(rows_index, (-1,)), axis=1)
+            return ops.reshape(x, (-1, group, h, table.shape[-1] * b) + tuple(x.shape[3:]))
 
-        q_mid, k_near, v_near = pad_rows(q[:, :, 1:-1]), pad_rows(k), pad_rows(v)
-        mask_near = ops.pad(mask_blocks, ((0, 0), (0, extra), (0, 0)), constant_values=False)
-        rows = np.arange(1, middle + extra + 1)
-        not_second = ops.convert_to_tensor(rows != 1)
-        not_penultimate = ops.convert_to_tensor(rows != num_blocks - 2)
-        plan = np.pad(self.random_plan(n), ((0, 0), (0, extra), (0, 0)))  # (h, rows, r)
-        plan = ops.convert_to_tensor(plan)
-
-        def group_context(start):  # (B, h, group, b, d) for middle rows [start, start + group)
-            q_group = slice_blocks(q_mid, 2, start, group)
-            k_band = neighbour_blocks(k_near, 2, start, group)  # (B, h, group, 3b, d)
-            v_band = neighbour_blocks(v_near, 2, start, group)
-            band_mask = neighbour_blocks(mask_near, 1, start, group)  # (B, group, 3b)
-            second = slice_blocks(not_second, 0, start, group)[None, None, :, None, None]
-            penultimate = slice_blocks(not_penultimate, 0, start, group)[None, None, :, None, None]
-            first_mask = ops.logical_and(mask_blocks[:, None, None, None, 0, :], second)
-            last_mask = ops.logical_and(mask_blocks[:, None, None, None, -1, :], penultimate)
-            random_k, random_v, random_mask = self._random_blocks(
-                k, v, mask_blocks, slice_blocks(plan, 1, start, group)
+        def group_context(start):  # (B, group, b, h, d) for middle rows [start, start + group)
+            keys = slice_blocks(index, 0, start, group)
+            mask = ops.logical_and(
+                gather(mask_blocks, slice_blocks(table, 0, start, group))[:, :, :, None, :],
+                slice_blocks(used, 0, start, group),
             )
-            pieces = [
-                (ops.einsum("bhnqd,bhkd->bhnqk", q_group, k[:, :, 0]), first_mask),
-                (ops.einsum("bhnqd,bhnkd->bhnqk", q_group, k_band), band_mask[:, None, :, None, :]),
-                (ops.einsum("bhnqd,bhnkd->bhnqk", q_group, random_k), random_mask),
-                (ops.einsum("bhnqd,bhkd->bhnqk", q_group, k[:, :, -1]), last_mask),
-            ]
-            p_first, p_band, p_random, p_last = softmax_pieces(
-                pieces, self.compute_dtype, self.dropout_layer, training
-            )
-            return (
-                ops.einsum("bhnqk,bhkd->bhnqd", p_first, v[:, :, 0])
-                + ops.einsum("bhnqk,bhnkd->bhnqd", p_band, v_band)
-                + ops.einsum("bhnqk,bhnkd->bhnqd", p_random, random_v)
-                + ops.einsum("bhnqk,bhkd->bhnqd", p_last, v[:, :, -1])
+            return attend_blocks(
+                super(BigBirdAttention, self).attend,
+                slice_blocks(q_mid, 1, start, group),
+                gather(k_flat, keys),
+                gather(v_flat, keys),
+                mask,
+                training,
             )
 
-        context = map_groups(self, group_context, groups, group, training, axis=2)
-        return ops.reshape(context[:, :, :middle], (-1, self.num_heads, middle * b, v.shape[-1]))
+        context = map_groups(self, group_context, groups, group, training, axis=1)
+        return ops.reshape(context[:, :middle], (-1, middle * b, h, value.shape[-1]))
 
-    def _random_blocks(self, k, v, mask_blocks, group_plan):
-        """Keys, values and key mask of the random blocks of a group of middle rows.
+    def key_blocks(self, sequence_length, rows=None):
+        """The key blocks each middle query block attends to, one slot per block.
 
         Args:
-            k, v: `(batch, heads, blocks, b, dim)`.
-            mask_blocks: bool `(batch, blocks, b)`.
-            group_plan: int `(heads, group, r)`: the rows' random blocks.
+            sequence_length: the (unpadded) sequence length, over the full-attention length.
+            rows: the number of rows to return (default `num_blocks - 2`);
+                rows beyond the middle blocks use no key.
 
         Returns:
-            `(batch, heads, group, r·b, dim)` keys and values, and the
-            `(batch, heads, group, 1, r·b)` mask.
+            int32 NumPy `(rows, num_heads, 5 + num_random_blocks)`: row `i - 1`
+            holds `[0, i-1, i, i+1, random..., nb-1]` for query block `i`, and
+            -1 in a slot that is not used: one that would repeat a block (the
+            first at row 1, the last at row nb-2) and every slot of the extra rows.
+
+        >>> layer = BigBirdAttention(num_heads=1, key_dim=4, block_size=2, num_random_blocks=1)
+        >>> layer.key_blocks(16, rows=7)[:, 0].tolist()  # 8 blocks: rows for blocks 1..6, one extra
+        [[-1, 0, 1, 2, 4, 7], [0, 1, 2, 3, 6, 7], [0, 2, 3, 4, 6, 7], [0, 3, 4, 5, 6, 7], [0, 4, 5, 6, 1, 7], [0, 5, 6, 7, 1, -1], [-1, -1, -1, -1, -1, -1]]
         """
-        h, num_blocks, b = self.num_heads, k.shape[2], self.block_size
-        group, width = group_plan.shape[1], self.num_random_blocks * b
-        heads_offset = ops.convert_to_tensor(np.arange(h)[:, None, None] * num_blocks, "int32")
-        flat = ops.reshape(group_plan + heads_offset, (-1,))
-
-        def gather(x):  # from the (B, h·blocks, b, d) blocks of every head
-            x = ops.take(ops.reshape(x, (-1, h * num_blocks, b, x.shape[-1])), flat, axis=1)
-            return ops.reshape(x, (-1, h, group, width, x.shape[-1]))
-
-        random_mask = ops.take(mask_blocks, ops.reshape(group_plan, (-1,)), axis=1)
-        return gather(k), gather(v), ops.reshape(random_mask, (-1, h, group, 1, width))
+        num_blocks = self._num_blocks(sequence_length)
+        middle = num_blocks - 2
+        rows = middle if rows is None else rows
+        i = np.arange(1, middle + 1)[None, :, None]
+        first = np.where(i == 1, -1, 0)
+        last = np.where(i == middle, -1, num_blocks - 1)
+        parts = [first, i - 1, i, i + 1, self.random_plan(sequence_length), last]
+        parts = [np.broadcast_to(p, (self.num_heads, middle, p.shape[-1])) for p in parts]
+        table = np.concatenate(parts, axis=-1).transpose(1, 0, 2)
+        return np.pad(table, ((0, rows - middle), (0, 0), (0, 0)), constant_values=-1).astype("int32")
 
     def get_config(self):
         config = super().get_config()

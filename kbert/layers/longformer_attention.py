@@ -8,13 +8,13 @@ from kbert.backend_utils import is_eager_tensor
 from kbert.arguments import positive_int
 from kbert.layers.multi_head_attention import MultiHeadAttention
 from kbert.layers.sparse_attention import (
+    attend_blocks,
     check_self_attention,
     group_blocks,
     map_groups,
     neighbour_blocks,
     padded_key_mask,
     slice_blocks,
-    softmax_pieces,
     static_length,
 )
 
@@ -32,9 +32,13 @@ class LongformerAttention(MultiHeadAttention):
     value, in one joint softmax, as in the reference.
 
     Computation is chunked: queries in blocks of `w` against the 3 blocks
-    around them (`3w` keys), a third more than the minimal band and O(n·w)
-    memory; the blocks run in groups of about `sparse_attention.GROUP_QUERIES`
-    queries, so the live scores stay the same size whatever the length.
+    around them (`3w` keys, a third more than the minimal band) and the global
+    keys, each block a batch entry of the dense kernel
+    (`keras.ops.dot_product_attention`, PyTorch's fused attention), which
+    applies the window as a mask; the global rows are one more call of it. The
+    blocks run in groups of about `sparse_attention.GROUP_QUERIES` queries, so
+    the live copies of their keys stay the same size whatever the length:
+    O(n·w) memory, and with a fused kernel no score tensor at all.
     Dilation (one value, or one per head) reorders each head's tokens by
     residue modulo the dilation, which turns a dilated window into a plain one
     on each residue class; heads are grouped by dilation. Any length
@@ -185,12 +189,8 @@ class LongformerAttention(MultiHeadAttention):
         q_global = self.split_heads(self.query_global_dense(gather(query)), self.key_dim)
         k_global = self.split_heads(self.key_global_dense(query), self.key_dim)
         v_global = self.split_heads(self.value_global_dense(query), self.value_dim)
-        q_global = q_global * ops.cast(self.score_scale, q_global.dtype)
-        scores = ops.einsum("bqhd,bkhd->bhqk", q_global, k_global)
-        (probabilities,) = softmax_pieces(
-            [(scores, real[:, None, None, :])], self.compute_dtype, self.dropout_layer, training
-        )
-        global_context = ops.einsum("bhqk,bkhd->bqhd", probabilities, v_global)
+        mask = real[:, None, None, :]
+        global_context = super().attend(q_global, k_global, v_global, mask=mask, training=training)
         placed = ops.einsum("bns,bshd->bnhd", ops.cast(one_hot, global_context.dtype), global_context)
         context = ops.where(is_global[:, :, None, None], placed, context)
         context = ops.reshape(context, (-1, n, self.num_heads * self.value_dim))
@@ -242,50 +242,59 @@ class LongformerAttention(MultiHeadAttention):
         group, groups = group_blocks(-(-n // unit), unit)
         blocks = group * groups
         padded = blocks * unit
-        rows = padded // dilation  # tokens per residue class
 
-        def blocked(x):  # (B, n, h, d) -> (B, h, dilation, blocks, w, d)
-            x = ops.pad(x, ((0, 0), (0, padded - n), (0, 0), (0, 0)))
-            x = ops.reshape(x, (-1, rows, dilation, heads, x.shape[-1]))
-            x = ops.transpose(x, (0, 3, 2, 1, 4))
-            return ops.reshape(x, (-1, heads, dilation, blocks, w, x.shape[-1]))
+        def blocked(x):  # (B, n, ...) -> (B, dilation, blocks, w, ...); token (block·w + j)·dilation + residue
+            if padded > n:
+                x = ops.pad(x, [(0, 0), (0, padded - n)] + [(0, 0)] * (len(x.shape) - 2))
+            return ops.moveaxis(ops.reshape(x, (-1, blocks, w, dilation) + tuple(x.shape[2:])), 3, 1)
 
-        def pad_blocks(x, axis):  # a zero block before the first and after the last
-            pad = [(0, 0)] * len(x.shape)
-            pad[axis] = (1, 1)
-            return ops.pad(x, pad)
+        def pad_blocks(x):  # a zero block before the first and after the last
+            return ops.pad(x, [(0, 0), (0, 0), (1, 1)] + [(0, 0)] * (len(x.shape) - 3))
 
-        q = blocked(query * ops.cast(self.score_scale, query.dtype))
-        k = pad_blocks(blocked(key), 3)  # (B, h, z, blocks + 2, w, d)
-        v = pad_blocks(blocked(value), 3)
-        valid = ops.pad(key_valid, ((0, 0), (0, padded - n)), constant_values=False)
-        valid = ops.transpose(ops.reshape(valid, (-1, rows, dilation)), (0, 2, 1))
-        valid = pad_blocks(ops.reshape(valid, (-1, dilation, blocks, w)), 2)  # (B, z, blocks + 2, w)
+        q = blocked(query)  # (B, z, blocks, w, h, d)
+        # Keys and values heads-first: (B, z, blocks + 2, h, w, d).
+        k, v = (pad_blocks(ops.swapaxes(blocked(x), 3, 4)) for x in (key, value))
+        valid = pad_blocks(blocked(key_valid))  # (B, z, blocks + 2, w)
         offset = np.arange(3 * w)[None, :] - w - np.arange(w)[:, None]
         in_window = ops.convert_to_tensor(np.abs(offset) <= w)  # (w, 3w)
+        if global_keys is not None:
+            global_keys = self._spread(global_keys, (ops.shape(q)[0], dilation, group), w)
 
-        def group_context(start):  # (B, h, z, group, w, d) for blocks [start, start + group)
-            q_group = slice_blocks(q, 3, start, group)
-            k_band = neighbour_blocks(k, 3, start, group)  # (B, h, z, group, 3w, d)
-            v_band = neighbour_blocks(v, 3, start, group)
-            band_valid = neighbour_blocks(valid, 2, start, group)  # (B, z, group, 3w)
-            band_mask = ops.logical_and(band_valid[:, None, :, :, None, :], in_window)
-            pieces = [(ops.einsum("bhznqd,bhznkd->bhznqk", q_group, k_band), band_mask)]
+        def group_context(start):  # (B, z, group, w, h, d) for blocks [start, start + group)
+            k_band, v_band = neighbour_blocks(k, 2, start, group), neighbour_blocks(v, 2, start, group)
+            band_valid = ops.concatenate(neighbour_blocks(valid, 2, start, group), axis=-1)
+            mask = ops.logical_and(band_valid[:, :, :, None, :], in_window)  # (B, z, group, w, 3w)
             if global_keys is not None:
-                k_global, v_global, slot_valid = global_keys
-                scores = ops.einsum("bhznqd,bghd->bhznqg", q_group, k_global)
-                pieces.append((scores, slot_valid[:, None, None, None, None, :]))
-            probabilities = softmax_pieces(pieces, self.compute_dtype, self.dropout_layer, training)
-            context = ops.einsum("bhznqk,bhznkd->bhznqd", probabilities[0], v_band)
-            if global_keys is not None:
-                context = context + ops.einsum("bhznqg,bghd->bhznqd", probabilities[1], v_global)
-            return context
+                k_band, v_band = k_band + [global_keys[0]], v_band + [global_keys[1]]
+                mask = ops.concatenate([mask, global_keys[2]], axis=-1)
+            return attend_blocks(
+                super(LongformerAttention, self).attend,
+                slice_blocks(q, 2, start, group),
+                ops.concatenate(k_band, axis=-2),
+                ops.concatenate(v_band, axis=-2),
+                mask[:, :, :, None],
+                training,
+            )
 
-        context = map_groups(self, group_context, groups, group, training, axis=3)
-        context = ops.reshape(context, (-1, heads, dilation, rows, context.shape[-1]))
-        context = ops.transpose(context, (0, 3, 2, 1, 4))  # (B, rows, z, h, d)
-        context = ops.reshape(context, (-1, padded, heads, context.shape[-1]))
-        return context[:, :n]
+        context = map_groups(self, group_context, groups, group, training, axis=2)
+        context = ops.moveaxis(context, 1, 3)  # (B, blocks, w, z, h, d)
+        return ops.reshape(context, (-1, padded, heads, context.shape[-1]))[:, :n]
+
+    def _spread(self, global_keys, leading, w):
+        """The global keys and values, heads first, and their mask, for every block of a group.
+
+        `(batch, g, heads, dim)` keys and values become `leading + (heads, g,
+        dim)`, the `(batch, g)` slot mask `leading + (w, g)`; `leading` is
+        `(batch, dilation, group)`. Broadcasts: the group's one concatenation copies them.
+        """
+        k_global, v_global, slot_valid = global_keys
+        heads, g = k_global.shape[2], slot_valid.shape[1]
+
+        def spread(x):
+            return ops.broadcast_to(ops.swapaxes(x, 1, 2)[:, None, None], leading + (heads, g, x.shape[-1]))
+
+        mask = ops.broadcast_to(slot_valid[:, None, None, None, :], leading + (w, g))
+        return spread(k_global), spread(v_global), mask
 
     def get_config(self):
         config = super().get_config()

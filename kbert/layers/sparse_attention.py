@@ -2,14 +2,12 @@
 
 from keras import ops
 
-from kbert.layers.attention_mask import MASKED_SCORE
-
-# Queries per head whose scores are computed together. Longer sequences are
-# cut into groups of query blocks that run one after another
-# (`keras.ops.map`: a loop under XLA, a Python loop on PyTorch), so the live
-# score tensors stay this size whatever the length and the layer's memory is
-# O(n·d) besides. (Unrolled groups would not do: XLA's CPU scheduler
-# interleaves them and keeps all their scores alive at once.)
+# Queries per head attended together. Longer sequences are cut into groups of
+# query blocks that run one after another (`keras.ops.map`: a loop under XLA,
+# a Python loop on PyTorch), so the live copies of each group's keys (and,
+# where the kernel is not fused, its scores) stay this size whatever the
+# length, and the layer's memory is O(n·d) besides. (Unrolled groups would not
+# do: XLA's CPU scheduler interleaves them and keeps them all alive at once.)
 GROUP_QUERIES = 1024
 
 
@@ -32,19 +30,56 @@ def slice_blocks(x, axis, start, count):
 
 
 def neighbour_blocks(x, axis, start, count):
-    """Blocks `i-1, i, i+1` side by side for the `count` blocks `i` from `start + 1` on `axis`.
+    """Blocks `i-1`, `i`, `i+1` of the `count` blocks `i` from `start + 1` on `axis`: three tensors.
 
-    `x` holds one block before the first `i`: the result joins its blocks
-    `[start + shift, start + shift + count)`, `shift` = 0, 1, 2, on `axis + 1`.
+    `x` holds one block before the first `i`: the parts are its blocks
+    `[start + shift, start + shift + count)`, `shift` = 0, 1, 2. The caller
+    joins them (with any other keys) in one concatenation.
 
     >>> x = ops.reshape(ops.arange(5), (5, 1))  # five blocks of one token
-    >>> ops.convert_to_numpy(neighbour_blocks(x, 0, 1, 2)).tolist()
-    [[1, 2, 3], [2, 3, 4]]
+    >>> [ops.convert_to_numpy(part).tolist() for part in neighbour_blocks(x, 0, 1, 2)]
+    [[[1], [2]], [[2], [3]], [[3], [4]]]
     """
     x = slice_blocks(x, axis, start, count + 2)
     before = (slice(None),) * axis
-    parts = [x[before + (slice(shift, shift + count),)] for shift in range(3)]
-    return ops.concatenate(parts, axis=axis + 1)
+    return [x[before + (slice(shift, shift + count),)] for shift in range(3)]
+
+
+def attend_blocks(attend, query, key, value, mask, training):
+    """A dense kernel run on many blocks of queries at once, each block with its own keys.
+
+    Args:
+        attend: `MultiHeadAttention.attend` bound to the layer: `(batch,
+            length, heads, dim)` in and out, a bool mask broadcastable to
+            `(batch, heads, query_length, key_length)`.
+        query: `(..., q, heads, dim)`; the leading axes (batch first) index the blocks.
+        key, value: heads first, `(..., heads, k, dim)`, with the same leading axes.
+        mask: bool `(..., heads or 1, q or 1, k)`, with the same leading axes.
+        training: whether attention dropout is active.
+
+    Returns:
+        `(..., q, heads, dim)`.
+
+    The blocks become the batch of one fused call (PyTorch's
+    `scaled_dot_product_attention`, XLA's attention): no score tensor is
+    kept, and the heads-first keys (as the caller gathers them) are the
+    layout PyTorch's kernel reads without a copy.
+
+    >>> from kbert.layers import MultiHeadAttention
+    >>> layer = MultiHeadAttention(num_heads=2, key_dim=4)
+    >>> q, k = ops.ones((1, 3, 5, 2, 4)), ops.ones((1, 3, 2, 7, 4))
+    >>> mask = ops.ones((1, 3, 1, 1, 7), "bool")
+    >>> tuple(attend_blocks(layer.attend, q, k, k, mask, False).shape)
+    (1, 3, 5, 2, 4)
+    """
+    leading = tuple(query.shape[1:-3])
+
+    def fold(x):  # the leading axes into one batch axis
+        return ops.reshape(x, (-1,) + tuple(x.shape[-3:]))
+
+    key, value = (ops.transpose(fold(x), (0, 2, 1, 3)) for x in (key, value))
+    context = attend(fold(query), key, value, mask=fold(mask), training=training)
+    return ops.reshape(context, (-1,) + leading + tuple(context.shape[1:]))
 
 
 def map_groups(layer, group_fn, groups, group, training, axis):
@@ -118,32 +153,3 @@ def padded_key_mask(x, mask, length, padded_length):
     if padded_length == length:
         return key_mask
     return ops.pad(key_mask, ((0, 0), (0, padded_length - length)), constant_values=False)
-
-
-def softmax_pieces(pieces, compute_dtype, dropout_layer, training):
-    """One float32 softmax over several score pieces, as if they were concatenated on the last axis.
-
-    The pieces are never concatenated: the row maximum and the normalizer are
-    reduced piece by piece, so the only score-sized tensors are the pieces'
-    own exponentials (what XLA can fuse into one pass per piece).
-
-    Args:
-        pieces: list of `(scores, mask)`: scores of any float dtype, bool masks
-            broadcastable to them (False = masked). All pieces share the
-            shape of their leading axes.
-
-    Returns:
-        The probabilities of each piece, in `compute_dtype`, after dropout.
-    """
-    masked = [ops.where(mask, ops.cast(scores, "float32"), MASKED_SCORE) for scores, mask in pieces]
-    maximum = ops.max(masked[0], axis=-1, keepdims=True)
-    for scores in masked[1:]:
-        maximum = ops.maximum(maximum, ops.max(scores, axis=-1, keepdims=True))
-    exponentials = [ops.exp(scores - maximum) for scores in masked]
-    total = ops.sum(exponentials[0], axis=-1, keepdims=True)
-    for exponential in exponentials[1:]:
-        total = total + ops.sum(exponential, axis=-1, keepdims=True)
-    return [
-        dropout_layer(ops.cast(exponential / total, compute_dtype), training=training)
-        for exponential in exponentials
-    ]

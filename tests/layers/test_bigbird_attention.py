@@ -49,7 +49,7 @@ def make_layer(**kwargs):
 
 def sparse_case():
     # No attention dropout: on JAX its random bits triple the compile time of
-    # the fit step (softmax_pieces applies the inherited dropout layer).
+    # the fit step (the inherited dense kernel applies the dropout layer).
     rng = np.random.default_rng(0)
     return LayerCase(
         make_layer=make_layer,

@@ -1,17 +1,17 @@
-"""Helpers of the sparse kernels: the piecewise softmax, block groups and the grouped loop."""
+"""Helpers of the sparse kernels: attention by blocks, block groups and the grouped loop."""
 
 import keras
 import numpy as np
 import pytest
 from helpers import np_softmax, to_numpy
 
-from kbert.layers import sparse_attention
-from kbert.layers.attention_mask import MASKED_SCORE
+from kbert.layers import MultiHeadAttention, sparse_attention
 from kbert.layers.sparse_attention import (
+    attend_blocks,
     group_blocks,
     map_groups,
+    neighbour_blocks,
     slice_blocks,
-    softmax_pieces,
 )
 
 
@@ -22,20 +22,28 @@ class _Layer:
         self.dropout = dropout
 
 
-def test_softmax_pieces_equal_one_softmax_over_the_concatenation():
+def test_attend_blocks_equals_dense_attention_block_by_block():
     rng = np.random.default_rng(0)
-    scores = [rng.normal(size=(2, 3, w)).astype("float32") for w in (4, 1, 5)]
-    masks = [rng.random((2, 3, w)) > 0.3 for w in (4, 1, 5)]
-    masks[0][0, 0] = masks[1][0, 0] = masks[2][0, 0] = False  # a row with every key masked
-    pieces = softmax_pieces(
-        list(zip(scores, masks)), "float32", keras.layers.Dropout(0.0), training=False
-    )
-    joined = np.concatenate([np.where(m, s, MASKED_SCORE) for s, m in zip(scores, masks)], -1)
-    expected = np.split(np_softmax(joined.astype(np.float64)), [4, 5], axis=-1)
-    for actual, wanted in zip(pieces, expected):
-        np.testing.assert_allclose(to_numpy(actual), wanted, atol=1e-6, rtol=0)
-    # The fully masked row is uniform over all 10 keys, as a softmax of equal scores.
-    np.testing.assert_allclose(to_numpy(pieces[0])[0, 0], 0.1, atol=1e-6)
+    q = rng.normal(size=(2, 3, 4, 2, 5)).astype("float32")  # (batch, blocks, queries, heads, dim)
+    k, v = (rng.normal(size=(2, 3, 2, 6, 5)).astype("float32") for _ in range(2))  # heads first
+    mask = rng.random((2, 3, 2, 4, 6)) > 0.3
+    mask[0, 1, 1, 2] = False  # a row with every key masked stays finite
+    layer = MultiHeadAttention(num_heads=2, key_dim=5)
+    context = to_numpy(attend_blocks(layer.attend, q, k, v, mask, training=False))
+    assert context.shape == (2, 3, 4, 2, 5)
+    assert np.all(np.isfinite(context))
+    scores = np.einsum("bnqhd,bnhkd->bnhqk", q, k).astype(np.float64) / np.sqrt(5)
+    probabilities = np_softmax(np.where(mask, scores, -1e30))
+    expected = np.einsum("bnhqk,bnhkd->bnqhd", probabilities, v)
+    real = mask.any(-1).transpose(0, 1, 3, 2)  # (batch, blocks, queries, heads)
+    np.testing.assert_allclose(context[real], expected[real], atol=1e-5, rtol=0)
+
+
+def test_neighbour_blocks_are_the_three_shifted_blocks():
+    x = keras.ops.convert_to_tensor(np.arange(2 * 7).reshape(2, 7).astype("float32"))
+    parts = neighbour_blocks(x, 1, keras.ops.convert_to_tensor(2), 3)
+    for shift, part in enumerate(parts):
+        np.testing.assert_array_equal(to_numpy(part), to_numpy(x)[:, 2 + shift : 5 + shift])
 
 
 @pytest.mark.parametrize(
