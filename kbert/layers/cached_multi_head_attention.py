@@ -164,7 +164,7 @@ class CachedMultiHeadAttention(MultiHeadAttention):
         """`MultiHeadAttention.attend`, with `bias` added to the scaled scores in float32."""
         if bias is None:
             return super().attend(query, key, value, mask=mask, training=training)
-        return self._explicit_attention(query, key, value, mask, bias, training)
+        return self._explicit_attention(query, key, value, mask, bias, training)[0]
 
     def compute_output_spec(self, query, *args, cache=None, **kwargs):
         output = keras.KerasTensor(self.compute_output_shape(query.shape), self.compute_dtype)

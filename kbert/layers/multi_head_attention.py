@@ -43,6 +43,10 @@ class MultiHeadAttention(keras.layers.Layer):
         padding_mask: 0/1 `(batch, key_length)`, 1 for real keys.
         attention_mask: 0/1 `(batch, query_length, key_length)`.
         training: whether dropout is active.
+        return_probabilities: also return the attention probabilities
+            `(batch, heads, query_length, key_length)` the output was made with
+            (after dropout), computed explicitly; the default path keeps the
+            fused kernel. Dense attention only.
 
     Example:
     >>> attention = MultiHeadAttention(num_heads=2, key_dim=4)
@@ -133,7 +137,14 @@ class MultiHeadAttention(keras.layers.Layer):
         return ops.reshape(x, (shape[0], shape[1], self.num_heads, head_dim))
 
     def call(
-        self, query, value=None, key=None, padding_mask=None, attention_mask=None, training=None
+        self,
+        query,
+        value=None,
+        key=None,
+        padding_mask=None,
+        attention_mask=None,
+        training=None,
+        return_probabilities=False,
     ):
         if self.self_attention_only:
             check_self_attention(self, query, value, key, attention_mask, padding_mask=padding_mask)
@@ -143,10 +154,26 @@ class MultiHeadAttention(keras.layers.Layer):
         k = self.split_heads(self.key_dense(key), self.key_dim)
         v = self.split_heads(self.value_dense(value), self.value_dim)
         mask = merge_attention_masks(padding_mask, attention_mask)
-        context = self.attend(q, k, v, mask=mask, training=training)
+        if return_probabilities:
+            context, probabilities = self.attend_with_probabilities(q, k, v, mask, training)
+        else:
+            context = self.attend(q, k, v, mask=mask, training=training)
         shape = ops.shape(context)
         context = ops.reshape(context, (shape[0], shape[1], self.num_heads * self.value_dim))
-        return self.output_dense(context)
+        outputs = self.output_dense(context)
+        return (outputs, probabilities) if return_probabilities else outputs
+
+    def attend_with_probabilities(self, query, key, value, mask=None, training=None):
+        """`attend` computed explicitly: `(context, probabilities (batch, heads, query, key))`."""
+        self._check_returns_probabilities()
+        return self._explicit_attention(query, key, value, mask, None, training)
+
+    def _check_returns_probabilities(self):
+        if self.self_attention_only:
+            raise ValueError(
+                f"{type(self).__name__} returns no attention probabilities: only dense "
+                "attention does."
+            )
 
     def attend(self, query, key, value, mask=None, training=None):
         """The scoring kernel: softmax attention of projected heads.
@@ -175,13 +202,13 @@ class MultiHeadAttention(keras.layers.Layer):
             return torch_attention_with_dropout(
                 query, key, value, mask, self.score_scale, self.dropout_layer.rate
             )
-        return self._explicit_attention(query, key, value, mask, None, training)
+        return self._explicit_attention(query, key, value, mask, None, training)[0]
 
     def _explicit_attention(self, query, key, value, mask, bias, training):
-        """`attend` with the scores computed explicitly (see `_probabilities`)."""
+        """`(context, probabilities)` with the scores computed explicitly (see `_probabilities`)."""
         scores = ops.einsum("bqnh,bknh->bnqk", query, key)
         probabilities = self._probabilities(scores, mask, bias, training)
-        return ops.einsum("bnqk,bknh->bqnh", probabilities, value)
+        return ops.einsum("bnqk,bknh->bqnh", probabilities, value), probabilities
 
     def _probabilities(self, scores, mask, bias, training):
         """Softmax (in float32) of the scaled scores plus `bias` (or None), masked, with dropout."""
@@ -195,6 +222,16 @@ class MultiHeadAttention(keras.layers.Layer):
 
     def compute_output_shape(self, query_shape, *args, **kwargs):
         return tuple(query_shape[:-1]) + (self.output_dim or query_shape[-1],)
+
+    def compute_output_spec(self, query, value=None, key=None, *args, return_probabilities=False,
+                            **kwargs):
+        output = keras.KerasTensor(self.compute_output_shape(query.shape), self.compute_dtype)
+        if not return_probabilities:
+            return output
+        self._check_returns_probabilities()
+        key_length = (key if key is not None else value if value is not None else query).shape[1]
+        shape = (query.shape[0], self.num_heads, query.shape[1], key_length)
+        return output, keras.KerasTensor(shape, self.compute_dtype)
 
     def get_config(self):
         config = super().get_config()

@@ -38,6 +38,9 @@ class TransformerEncoder(keras.layers.Layer):
         global_attention_mask: 0/1 `(batch, sequence)`, passed on to an
             attention layer with global tokens (one that declares
             `takes_global_attention_mask`, such as `LongformerAttention`).
+        return_attention_probabilities: also return the attention layer's
+            probabilities `(batch, heads, sequence, sequence)`, as
+            `(outputs, probabilities)` (dense attention).
 
     Example:
     >>> block = TransformerEncoder(num_heads=2, intermediate_dim=32)
@@ -135,6 +138,7 @@ class TransformerEncoder(keras.layers.Layer):
         attention_mask=None,
         training=None,
         global_attention_mask=None,
+        return_attention_probabilities=False,
     ):
         x = inputs
         residual = x
@@ -142,16 +146,20 @@ class TransformerEncoder(keras.layers.Layer):
             x = self.attention_layer_norm(x)
         # Passed through only when given: only attention layers with global
         # tokens (`takes_global_attention_mask`) take it.
-        global_tokens = {}
+        optional = {}
         if global_attention_mask is not None:
-            global_tokens["global_attention_mask"] = global_attention_mask
+            optional["global_attention_mask"] = global_attention_mask
+        if return_attention_probabilities:
+            optional["return_probabilities"] = True
         x = self.attention_layer(
             x,
             padding_mask=padding_mask,
             attention_mask=attention_mask,
             training=training,
-            **global_tokens,
+            **optional,
         )
+        if return_attention_probabilities:
+            x, probabilities = x
         x = residual + self.attention_output_dropout(x, training=training)
         if not self.normalize_first:
             x = self.attention_layer_norm(x)
@@ -163,10 +171,18 @@ class TransformerEncoder(keras.layers.Layer):
         x = residual + self.output_dropout(x, training=training)
         if not self.normalize_first:
             x = self.output_layer_norm(x)
-        return x
+        return (x, probabilities) if return_attention_probabilities else x
 
     def compute_output_shape(self, inputs_shape, *args, **kwargs):
         return tuple(inputs_shape)
+
+    def compute_output_spec(self, inputs, *args, return_attention_probabilities=False, **kwargs):
+        output = keras.KerasTensor(inputs.shape, self.compute_dtype)
+        if not return_attention_probabilities:
+            return output
+        length = inputs.shape[1]
+        shape = (inputs.shape[0], self.attention_layer.num_heads, length, length)
+        return output, keras.KerasTensor(shape, self.compute_dtype)
 
     def get_config(self):
         config = super().get_config()

@@ -9,6 +9,7 @@ from kbert.layers.pooler import Pooler
 from kbert.layers.text_embedding import TextEmbedding
 from kbert.layers.transformer_encoder import TransformerEncoder
 from kbert.models.backbone import Backbone
+from kbert.models.encoder_internals import EncoderInternals
 
 # Attention layers an `Encoder` can be built with, by name (sparse kernels
 # are added here as they land); each takes `num_heads`, `key_dim`, `dropout`,
@@ -133,8 +134,8 @@ class Encoder(Backbone):
         self._create_output_layers(dtype)
 
         # === Functional graph ===
-        inputs = self._inputs()
-        super().__init__(inputs=inputs, outputs=self._outputs(inputs), dtype=dtype, **kwargs)
+        inputs = self._symbolic_inputs()
+        super().__init__(inputs=inputs, outputs=self.run_layers(inputs), dtype=dtype, **kwargs)
 
     # --- Layers -----------------------------------------------------------------
 
@@ -209,7 +210,7 @@ class Encoder(Backbone):
         """Whether the attention has global tokens, so the model takes a `global_attention_mask`."""
         return ATTENTION_LAYERS[self.attention].takes_global_attention_mask
 
-    def _inputs(self):
+    def _symbolic_inputs(self):
         def int_input(name, optional=False):
             return keras.Input(shape=(None,), dtype="int32", name=name, optional=optional)
 
@@ -221,30 +222,58 @@ class Encoder(Backbone):
             inputs["global_attention_mask"] = int_input("global_attention_mask", optional=True)
         return inputs
 
-    def _outputs(self, inputs):
+    def run_layers(self, inputs, hidden_states=False, attention_probabilities=False):
+        """The output dict of the layers on `inputs` (symbolic or real), with the internals asked for.
+
+        `hidden_states` and `attention_probabilities` add those outputs (see
+        `with_internals`); the encoder's own graph asks for neither.
+        """
         padding_mask = inputs["padding_mask"]
         x = self.embeddings(
             inputs["token_ids"], segment_ids=inputs.get("segment_ids"), padding_mask=padding_mask
         )
         global_attention_mask = inputs.get("global_attention_mask")
+        states, probabilities = [x], []
         for block in self.transformer_layers:
-            x = block(x, padding_mask=padding_mask, global_attention_mask=global_attention_mask)
+            x = block(
+                x,
+                padding_mask=padding_mask,
+                global_attention_mask=global_attention_mask,
+                return_attention_probabilities=attention_probabilities,
+            )
+            if attention_probabilities:
+                x, layer_probabilities = x
+                probabilities.append(layer_probabilities)
+            states.append(x)
         if self.final_layer_norm is not None:
             x = self.final_layer_norm(x)
         pooled = self.pooler(x) if self.pooler is not None else x[:, 0, :]
-        return {"sequence_output": x, "pooled_output": pooled}
+        outputs = {"sequence_output": x, "pooled_output": pooled}
+        if hidden_states:
+            outputs["hidden_states"] = keras.ops.stack(states, axis=1)
+        if attention_probabilities:
+            outputs["attention_probabilities"] = keras.ops.stack(probabilities, axis=1)
+        return outputs
+
+    def with_internals(self, hidden_states=True, attention_probabilities=True):
+        """This encoder's layers as a model that also returns what happens inside.
+
+        See `kbert.models.EncoderInternals`; the encoder itself keeps its
+        outputs and its fused attention kernel.
+        """
+        return EncoderInternals(self, hidden_states, attention_probabilities)
 
     # --- Calls ------------------------------------------------------------------
 
     def __call__(self, inputs, *args, **kwargs):
-        return super().__call__(self._fill_global_attention_mask(inputs), *args, **kwargs)
+        return super().__call__(self.fill_global_attention_mask(inputs), *args, **kwargs)
 
     def call(self, inputs, training=None, mask=None, **kwargs):
         # `fit`, `evaluate` and `predict` on JAX reach `call` without `__call__`.
-        inputs = self._fill_global_attention_mask(inputs)
+        inputs = self.fill_global_attention_mask(inputs)
         return super().call(inputs, training=training, mask=mask, **kwargs)
 
-    def _fill_global_attention_mask(self, inputs):
+    def fill_global_attention_mask(self, inputs):
         """`inputs` with a left-out (or None) `global_attention_mask` filled: no token is global.
 
         Keras takes None for an optional input, but not a missing key

@@ -28,8 +28,8 @@ class AdamW(keras.optimizers.AdamW):
     >>> import numpy as np
     >>> weight = keras.Variable(np.ones(3, "float32"))
     >>> optimizer = AdamW(learning_rate=0.1, weight_decay=0.0)
-    >>> optimizer.apply_gradients([(np.full(3, 0.5, "float32"), weight)])
-    >>> np.round(keras.ops.convert_to_numpy(weight), 4).tolist()
+    >>> _ = optimizer.apply_gradients([(np.full(3, 0.5, "float32"), weight)])
+    >>> [round(float(w), 4) for w in keras.ops.convert_to_numpy(weight)]
     [0.9, 0.9, 0.9]
     """
 
