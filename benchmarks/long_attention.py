@@ -6,19 +6,19 @@ Batch 1, hidden 768, 12 heads: one encoder block (`layer`) and a whole
 base-size encoder (`base`: 12 blocks, embeddings, pooler), in inference mode,
 compiled with XLA on TensorFlow and JAX, eager on PyTorch.
 
-Every (model, attention, length) runs in two fresh child processes. The
-measured child builds the model, calls it once (compilation; not timed), then
-times `--repeats` calls (median). The baseline child imports and builds the
-same model with the same inputs but never calls it. Peak memory is the peak
-resident set size of the measured child minus the baseline child's, both read
-from the kernel's accounting of that child alone (`os.wait4`), so allocator
-reuse cannot hide a transient n×n score tensor. It includes what compiling
-the forward pass needs. The children run with glibc's mmap threshold fixed
-at 128 KiB (`MALLOC_MMAP_THRESHOLD_`): every tensor over it is mapped on
-allocation and unmapped when freed, so the peak is that of live memory.
-With glibc's default the threshold rises to the largest block freed (up
-to 32 MiB), later tensors come from the heap, and its fragmentation made
-the same dense forward read 110 MB in one run and 290 MB in the next.
+Every (model, attention, length) runs in a fresh child process. It builds
+the model, calls it once (compilation; not timed), then times `--repeats`
+calls (median). Peak memory is what the calls add to the resident size
+after the build: the child resets the kernel's high-water mark
+(`/proc/self/clear_refs`) once built and reads it (`VmHWM`) at the end, so
+allocator reuse cannot hide a transient n×n score tensor, and it includes
+what compiling the forward pass needs. The children run with glibc's mmap
+threshold fixed at 128 KiB (`MALLOC_MMAP_THRESHOLD_`): every tensor over it
+is mapped on allocation and unmapped when freed, so the peak is that of
+live memory. With glibc's default the threshold rises to the largest block
+freed (up to 32 MiB), later tensors come from the heap, and its
+fragmentation made the same dense forward read 110 MB in one run and 290 MB
+in the next (and the base model's peak fell below that of its build).
 
 Dense attention is `keras.ops.dot_product_attention`: PyTorch's fused
 `scaled_dot_product_attention` on PyTorch; on JAX and TensorFlow on CPU, XLA
@@ -40,7 +40,6 @@ import os
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
@@ -116,12 +115,21 @@ def build(attention, length, model):
     return forward
 
 
+def resident_mb(field):
+    """`VmRSS` (resident now) or `VmHWM` (its peak since the last reset) of this process, in MB."""
+    with open("/proc/self/status") as status:
+        for line in status:
+            if line.startswith(field + ":"):
+                return int(line.split()[1]) / 1024
+    raise RuntimeError(f"no {field} in /proc/self/status")
+
+
 def child(job):
-    """Runs in the child: build (baseline) or build, warm up and time; prints JSON."""
+    """Runs in the child: build, warm up and time; prints JSON with the time and the peak added."""
     forward = build(job["attention"], job["length"], job["model"])
-    if job["baseline"]:
-        print(json.dumps({}))
-        return
+    with open("/proc/self/clear_refs", "w") as clear_refs:
+        clear_refs.write("5")  # the high-water mark starts again from the resident size
+    resident = resident_mb("VmRSS")
     start = time.perf_counter()
     forward()
     warm_up = time.perf_counter() - start
@@ -130,48 +138,24 @@ def child(job):
         start = time.perf_counter()
         forward()
         times.append(time.perf_counter() - start)
-    print(json.dumps({"time_s": statistics.median(times), "warm_up_s": warm_up}))
-
-
-def run_child(job, timeout):
-    """`(result, peak resident MB of that child alone)`; result is a dict or a "skipped"/"failed" note.
-
-    `os.wait4` returns the resource usage of the one child it reaps, so its
-    `ru_maxrss` (KiB on Linux) is this child's peak, whatever ran before.
-    """
-    command = [sys.executable, os.path.abspath(__file__), "--child", json.dumps(job)]
-    with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
-        environment = {**os.environ, "MALLOC_MMAP_THRESHOLD_": str(128 * 1024)}
-        process = subprocess.Popen(command, stdout=out, stderr=err, text=True, env=environment)
-        deadline = time.monotonic() + timeout
-        while True:
-            pid, status, usage = os.wait4(process.pid, os.WNOHANG)
-            if pid:
-                break
-            if time.monotonic() > deadline:
-                process.kill()
-                os.wait4(process.pid, 0)
-                return f"skipped (> {timeout} s)", None
-            time.sleep(0.2)
-        process.returncode = os.waitstatus_to_exitcode(status)
-        out.seek(0)
-        err.seek(0)
-        lines = [line for line in out.read().splitlines() if line.startswith("{")]
-        errors = err.read().strip().splitlines()
-    if process.returncode != 0 or not lines:
-        return f"failed ({errors[-1][:80] if errors else process.returncode})", None
-    return json.loads(lines[-1]), usage.ru_maxrss / 1024
+    peak = resident_mb("VmHWM") - resident
+    print(json.dumps({"time_s": statistics.median(times), "warm_up_s": warm_up, "peak_mb": peak}))
 
 
 def measure(model, attention, length, repeats, timeout):
+    """The child's result (a dict), or a "skipped"/"failed" note."""
     job = {"model": model, "attention": attention, "length": length, "repeats": repeats}
-    result, peak = run_child({**job, "baseline": False}, timeout)
-    if not isinstance(result, dict):
-        return result
-    _, baseline = run_child({**job, "baseline": True}, timeout)
-    if baseline is None:
-        return "failed (baseline child)"
-    return {**result, "peak_mb": peak - baseline}
+    command = [sys.executable, os.path.abspath(__file__), "--child", json.dumps(job)]
+    environment = {**os.environ, "MALLOC_MMAP_THRESHOLD_": str(128 * 1024)}
+    try:
+        done = subprocess.run(command, capture_output=True, text=True, env=environment, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        return f"skipped (> {timeout} s)"
+    lines = [line for line in done.stdout.splitlines() if line.startswith("{")]
+    errors = done.stderr.strip().splitlines()
+    if done.returncode != 0 or not lines:
+        return f"failed ({errors[-1][:80] if errors else done.returncode})"
+    return json.loads(lines[-1])
 
 
 def dense_label(backend):
@@ -223,8 +207,8 @@ def write_results(backend, rows, models, lengths, elapsed, note=""):
     lines = [
         f"# Long-sequence attention on {backend} (CPU)",
         "Forward time (median) / peak resident memory added by the forward pass "
-        "(child process peak minus a build-only child; glibc's mmap threshold fixed at 128 KiB, "
-        "so freed tensors go back to the system). Batch 1, hidden 768, 12 heads.",
+        "(the child's resident high-water mark over its size once built; glibc's mmap threshold "
+        "fixed at 128 KiB, so freed tensors go back to the system). Batch 1, hidden 768, 12 heads.",
     ]
     for model in models:
         title = "one encoder layer" if model == "layer" else "base model (12 layers)"
