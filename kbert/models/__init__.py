@@ -1,7 +1,7 @@
 """Backbones and the builder functions users call."""
 
 from kbert.models.encoder import ATTENTION_LAYERS, Encoder
-from kbert.models.encoder_internals import EncoderInternals
+from kbert.models.backbone_internals import BackboneInternals
 from kbert.models.long_context import to_long_context
 from kbert.models.presets import (
     PRESETS,

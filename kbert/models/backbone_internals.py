@@ -4,27 +4,30 @@ from kbert.input_checks import check_inputs
 
 
 @keras.saving.register_keras_serializable(package="kbert")
-class EncoderInternals(keras.Model):
-    """An `Encoder`'s layers run so that they also return what happens inside.
+class BackboneInternals(keras.Model):
+    """A backbone's layers run so that they also return what happens inside.
 
-    It shares the encoder's layers and weights (training one trains the
-    other) and returns the encoder's outputs plus, on request:
+    It shares the backbone's layers and weights (training one trains the
+    other) and returns the backbone's outputs plus, on request, every
+    layer's hidden states and attention probabilities, as transformers'
+    `output_hidden_states` and `output_attentions` give them:
 
-    - `hidden_states` `(batch, num_layers + 1, sequence, hidden)`: the
-      embeddings, then each block's output (before a pre-LN encoder's final
-      LayerNorm), as transformers' `output_hidden_states` gives them;
-    - `attention_probabilities` `(batch, num_layers, heads, sequence,
-      sequence)`: each block's softmax, computed explicitly (dense attention
-      only), as transformers' `output_attentions` gives them.
+    - an `Encoder`: `hidden_states` `(batch, num_layers + 1, sequence,
+      hidden)`, the embeddings then each block's output (before a pre-LN
+      encoder's final LayerNorm); `attention_probabilities` `(batch,
+      num_layers, heads, sequence, sequence)` (dense attention only);
+    - a `T5`: `encoder_hidden_states`, `decoder_hidden_states`,
+      `encoder_attention_probabilities`, `decoder_attention_probabilities`
+      and `cross_attention_probabilities` (see `T5.run_layers`).
 
-    The encoder's own graph stays as it is, fused attention kernel included:
-    only this model pays for the internals. Usually made with
-    `encoder.with_internals()`.
+    The probabilities are computed explicitly; the backbone's own graph stays
+    as it is, fused attention kernel included, so only this model pays for
+    them. Usually made with `backbone.with_internals()`.
 
     Args:
-        encoder: a `kbert.models.Encoder`.
-        hidden_states: return `hidden_states`.
-        attention_probabilities: return `attention_probabilities`.
+        backbone: a kbert `Encoder` or `T5` (a backbone with `run_layers`).
+        hidden_states: return the hidden states.
+        attention_probabilities: return the attention probabilities.
 
     Example:
     >>> import numpy as np
@@ -38,31 +41,25 @@ class EncoderInternals(keras.Model):
     ((1, 3, 8, 16), (1, 2, 2, 8, 8))
     """
 
-    def __init__(self, encoder, hidden_states=True, attention_probabilities=True, **kwargs):
-        if attention_probabilities and encoder.attention != "dense":
-            raise ValueError(
-                f"An encoder with {encoder.attention!r} attention returns no attention "
-                "probabilities: only dense attention does."
-            )
+    def __init__(self, backbone, hidden_states=True, attention_probabilities=True, **kwargs):
         super().__init__(**kwargs)
-        self.encoder = encoder
+        self.backbone = backbone
         self.hidden_states = bool(hidden_states)
         self.attention_probabilities = bool(attention_probabilities)
 
     def call(self, inputs):
-        check_inputs(self.encoder, inputs)
-        inputs = self.encoder.fill_global_attention_mask(inputs)
-        return self.encoder.run_layers(inputs, self.hidden_states, self.attention_probabilities)
+        check_inputs(self.backbone, inputs)
+        return self.backbone.run_layers(inputs, self.hidden_states, self.attention_probabilities)
 
     def get_config(self):
         return {
             **super().get_config(),
-            "encoder": keras.saving.serialize_keras_object(self.encoder),
+            "backbone": keras.saving.serialize_keras_object(self.backbone),
             "hidden_states": self.hidden_states,
             "attention_probabilities": self.attention_probabilities,
         }
 
     @classmethod
     def from_config(cls, config):
-        encoder = keras.saving.deserialize_keras_object(config.pop("encoder"))
-        return cls(encoder, **config)
+        backbone = keras.saving.deserialize_keras_object(config.pop("backbone"))
+        return cls(backbone, **config)

@@ -9,7 +9,7 @@ from kbert.layers.pooler import Pooler
 from kbert.layers.text_embedding import TextEmbedding
 from kbert.layers.transformer_encoder import TransformerEncoder
 from kbert.models.backbone import Backbone
-from kbert.models.encoder_internals import EncoderInternals
+from kbert.models.backbone_internals import BackboneInternals
 
 # Attention layers an `Encoder` can be built with, by name (sparse kernels
 # are added here as they land); each takes `num_heads`, `key_dim`, `dropout`,
@@ -228,6 +228,7 @@ class Encoder(Backbone):
         `hidden_states` and `attention_probabilities` add those outputs (see
         `with_internals`); the encoder's own graph asks for neither.
         """
+        inputs = self.fill_global_attention_mask(inputs)
         padding_mask = inputs["padding_mask"]
         x = self.embeddings(
             inputs["token_ids"], segment_ids=inputs.get("segment_ids"), padding_mask=padding_mask
@@ -258,10 +259,15 @@ class Encoder(Backbone):
     def with_internals(self, hidden_states=True, attention_probabilities=True):
         """This encoder's layers as a model that also returns what happens inside.
 
-        See `kbert.models.EncoderInternals`; the encoder itself keeps its
+        See `kbert.models.BackboneInternals`; the encoder itself keeps its
         outputs and its fused attention kernel.
         """
-        return EncoderInternals(self, hidden_states, attention_probabilities)
+        if attention_probabilities and self.attention != "dense":
+            raise ValueError(
+                f"An encoder with {self.attention!r} attention returns no attention "
+                "probabilities: only dense attention does."
+            )
+        return BackboneInternals(self, hidden_states, attention_probabilities)
 
     # --- Calls ------------------------------------------------------------------
 

@@ -12,6 +12,7 @@ from kbert.layers.rms_normalization import RMSNormalization
 from kbert.layers.t5_encoder_block import T5EncoderBlock
 from kbert.layers.transformer_decoder import TransformerDecoder
 from kbert.models.backbone import Backbone
+from kbert.models.backbone_internals import BackboneInternals
 
 # T5's special ids (ALGORITHMS.md §3): the decoder starts from the pad id.
 PAD_ID = 0
@@ -136,7 +137,7 @@ class T5(Backbone):
 
         # === Functional graph ===
         inputs = {name: keras.Input(shape=(None,), dtype="int32", name=name) for name in INPUT_NAMES}
-        super().__init__(inputs=inputs, outputs=self._outputs(inputs), dtype=dtype, **kwargs)
+        super().__init__(inputs=inputs, outputs=self.run_layers(inputs), dtype=dtype, **kwargs)
 
     # --- Layers -----------------------------------------------------------------
 
@@ -212,22 +213,45 @@ class T5(Backbone):
                 name="lm_head",
             )
 
-    def _outputs(self, inputs):
-        encoder_outputs = self.encode(
-            inputs["encoder_token_ids"], inputs["encoder_padding_mask"], training=None
+    def run_layers(self, inputs, hidden_states=False, attention_probabilities=False):
+        """The output dict of the layers on `inputs` (symbolic or real), with the internals asked for.
+
+        `hidden_states` adds `encoder_hidden_states` and `decoder_hidden_states`
+        `(batch, num_layers + 1, length, hidden)`; `attention_probabilities`
+        adds `encoder_attention_probabilities`, `decoder_attention_probabilities`
+        and `cross_attention_probabilities` `(batch, num_layers, heads, length,
+        key_length)`: what transformers' `output_hidden_states` and
+        `output_attentions` give (see `with_internals`).
+        """
+        encoder_padding_mask = inputs["encoder_padding_mask"]
+        encoder_outputs, encoder_states, encoder_probabilities = self._run_encoder(
+            inputs["encoder_token_ids"], encoder_padding_mask, None, attention_probabilities
         )
-        decoder_outputs = self._decoder_sequence_output(
-            inputs["decoder_token_ids"],
-            inputs["decoder_padding_mask"],
-            encoder_outputs,
-            inputs["encoder_padding_mask"],
-            training=None,
+        decoder_outputs, decoder_states, decoder_probabilities = self._run_decoder(
+            inputs["decoder_token_ids"], inputs["decoder_padding_mask"], encoder_outputs,
+            encoder_padding_mask, None, attention_probabilities,
         )
-        return {
+        outputs = {
             "encoder_sequence_output": encoder_outputs,
             "decoder_sequence_output": decoder_outputs,
             "logits": self._logits(decoder_outputs),
         }
+        if hidden_states:
+            outputs["encoder_hidden_states"] = ops.stack(encoder_states, axis=1)
+            outputs["decoder_hidden_states"] = ops.stack(decoder_states, axis=1)
+        if attention_probabilities:
+            outputs["encoder_attention_probabilities"] = ops.stack(encoder_probabilities, axis=1)
+            self_probabilities, cross_probabilities = zip(*decoder_probabilities)
+            outputs["decoder_attention_probabilities"] = ops.stack(self_probabilities, axis=1)
+            outputs["cross_attention_probabilities"] = ops.stack(cross_probabilities, axis=1)
+        return outputs
+
+    def with_internals(self, hidden_states=True, attention_probabilities=True):
+        """This model's layers as a model that also returns what happens inside.
+
+        See `kbert.models.BackboneInternals` and `run_layers`.
+        """
+        return BackboneInternals(self, hidden_states, attention_probabilities)
 
     # --- The stacks -------------------------------------------------------------
 
@@ -237,11 +261,31 @@ class T5(Backbone):
     def _end_decoder(self, x, training):
         return self.decoder_final_dropout(self.decoder_final_layer_norm(x), training=training)
 
-    def _decoder_sequence_output(
-        self, token_ids, padding_mask, encoder_outputs, encoder_padding_mask, training
-    ):
+    def _run_encoder(self, token_ids, padding_mask, training, probabilities=False):
+        """`(outputs, hidden states, attention probabilities if asked)` of the encoder stack.
+
+        As in transformers, the hidden states are the embeddings and each
+        block's output, the last one after the final norm and dropout.
+        """
+        x = self._embed(token_ids, training)
+        bias = self.encoder_position_bias(x)
+        states, layer_probabilities = [x], []
+        for block in self.encoder_layers:
+            x = block(x, padding_mask=padding_mask, attention_bias=bias, training=training,
+                      return_attention_probabilities=probabilities)
+            if probabilities:
+                x, block_probabilities = x
+                layer_probabilities.append(block_probabilities)
+            states.append(x)
+        x = self.encoder_final_dropout(self.encoder_final_layer_norm(x), training=training)
+        return x, states[:-1] + [x], layer_probabilities
+
+    def _run_decoder(self, token_ids, padding_mask, encoder_outputs, encoder_padding_mask,
+                     training, probabilities=False):
+        """`(outputs, hidden states, [(self, cross) probabilities] if asked)` of the decoder stack."""
         x = self._embed(token_ids, training)
         bias = self.decoder_position_bias(x)
+        states, layer_probabilities = [x], []
         for block in self.decoder_layers:
             x = block(
                 x,
@@ -250,8 +294,14 @@ class T5(Backbone):
                 encoder_padding_mask=encoder_padding_mask,
                 attention_bias=bias,
                 training=training,
+                return_attention_probabilities=probabilities,
             )
-        return self._end_decoder(x, training)
+            if probabilities:
+                x, self_probabilities, cross_probabilities = x
+                layer_probabilities.append((self_probabilities, cross_probabilities))
+            states.append(x)
+        x = self._end_decoder(x, training)
+        return x, states[:-1] + [x], layer_probabilities
 
     def _logits(self, sequence_output):
         if self.lm_head is not None:
@@ -264,18 +314,13 @@ class T5(Backbone):
 
     def encode(self, token_ids, padding_mask, training=False):
         """The encoder stack: `(batch, length, hidden_dim)`."""
-        x = self._embed(token_ids, training)
-        bias = self.encoder_position_bias(x)
-        for block in self.encoder_layers:
-            x = block(x, padding_mask=padding_mask, attention_bias=bias, training=training)
-        x = self.encoder_final_layer_norm(x)
-        return self.encoder_final_dropout(x, training=training)
+        return self._run_encoder(token_ids, padding_mask, training)[0]
 
     def decode(self, token_ids, padding_mask, encoder_outputs, encoder_padding_mask):
         """The decoder stack and head on whole sequences (no cache): logits `(batch, length, vocab)`."""
-        sequence_output = self._decoder_sequence_output(
+        sequence_output = self._run_decoder(
             token_ids, padding_mask, encoder_outputs, encoder_padding_mask, training=False
-        )
+        )[0]
         return self._logits(sequence_output)
 
     def cross_attention_caches(self, encoder_outputs):

@@ -1,4 +1,4 @@
-"""Encoder.with_internals: hidden states and attention probabilities equal to transformers'."""
+"""with_internals of an Encoder and a T5: hidden states and attention probabilities equal to transformers'."""
 
 import keras
 import numpy as np
@@ -6,7 +6,7 @@ import pytest
 from helpers import to_numpy
 
 import kbert
-from kbert.models import EncoderInternals
+from kbert.models import BackboneInternals
 
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
@@ -93,9 +93,52 @@ def test_round_trip_and_input_checks(tmp_path):
     expected = inside.predict(batch(), verbose=0)
     inside.save(tmp_path / "inside.keras")
     restored = keras.saving.load_model(tmp_path / "inside.keras")
-    assert isinstance(restored, EncoderInternals)
+    assert isinstance(restored, BackboneInternals)
     for name, value in restored.predict(batch(), verbose=0).items():
         np.testing.assert_allclose(value, expected[name], atol=1e-6, err_msg=name)
     bad = dict(batch(), token_ids=np.full((2, 9), 50, "int32"))
     with pytest.raises(ValueError, match="token_ids"):
         inside(bad)
+
+
+def t5_batch():
+    rng = np.random.default_rng(0)
+    encoder_ids = rng.integers(2, 99, (2, 9)).astype("int32")
+    encoder_mask = np.ones_like(encoder_ids)
+    encoder_mask[1, 5:] = 0
+    decoder_ids = rng.integers(2, 99, (2, 6)).astype("int32")
+    decoder_ids[:, 0] = 0
+    return {"encoder_token_ids": encoder_ids * encoder_mask, "encoder_padding_mask": encoder_mask,
+            "decoder_token_ids": decoder_ids, "decoder_padding_mask": np.ones_like(decoder_ids)}
+
+
+@pytest.mark.parametrize("gated", [False, True], ids=["v1_0", "v1_1"])
+def test_t5_internals_equal_transformers_outputs(gated, tmp_path):
+    config = transformers.T5Config(
+        vocab_size=99, d_model=16, d_kv=4, d_ff=24, num_layers=2, num_heads=3,
+        relative_attention_num_buckets=8, relative_attention_max_distance=12,
+        decoder_start_token_id=0, feed_forward_proj="gated-gelu" if gated else "relu",
+        tie_word_embeddings=not gated, attn_implementation="eager",
+    )
+    torch.manual_seed(0)
+    reference = transformers.T5ForConditionalGeneration(config).eval()
+    reference.save_pretrained(tmp_path)
+    inputs = t5_batch()
+    outputs = kbert.models.from_huggingface(tmp_path).with_internals()(inputs)
+    with torch.no_grad():
+        expected = reference(
+            input_ids=torch.tensor(inputs["encoder_token_ids"], dtype=torch.long),
+            attention_mask=torch.tensor(inputs["encoder_padding_mask"]),
+            decoder_input_ids=torch.tensor(inputs["decoder_token_ids"], dtype=torch.long),
+            output_hidden_states=True, output_attentions=True, use_cache=False,
+        )
+    pairs = {
+        "encoder_hidden_states": expected.encoder_hidden_states,
+        "decoder_hidden_states": expected.decoder_hidden_states,
+        "encoder_attention_probabilities": expected.encoder_attentions,
+        "decoder_attention_probabilities": expected.decoder_attentions,
+        "cross_attention_probabilities": expected.cross_attentions,
+    }
+    for name, tensors in pairs.items():  # float32 round-off only
+        np.testing.assert_allclose(to_numpy(outputs[name]), np.stack([t.numpy() for t in tensors], 1),
+                                   atol=1e-5, rtol=1e-5, err_msg=name)
