@@ -121,6 +121,7 @@ class CachedMultiHeadAttention(MultiHeadAttention):
         cache_update_index=None,
         cache_write="functional",
         training=None,
+        return_probabilities=False,
     ):
         if cache_write not in CACHE_WRITES:
             raise ValueError(f"cache_write must be one of {CACHE_WRITES}; received {cache_write!r}.")
@@ -131,6 +132,11 @@ class CachedMultiHeadAttention(MultiHeadAttention):
         if cache is None:
             k = self.split_heads(self.key_dense(key), self.key_dim)
             v = self.split_heads(self.value_dense(value), self.value_dim)
+            if return_probabilities:
+                context, probabilities = self._explicit_attention(
+                    q, k, v, mask, attention_bias, training
+                )
+                return self.output_dense(self._merge_heads(context)), probabilities
             context = self.attend(q, k, v, mask=mask, bias=attention_bias, training=training)
             return self.output_dense(self._merge_heads(context))
         self._check_cacheable()
@@ -166,7 +172,10 @@ class CachedMultiHeadAttention(MultiHeadAttention):
             return super().attend(query, key, value, mask=mask, training=training)
         return self._explicit_attention(query, key, value, mask, bias, training)[0]
 
-    def compute_output_spec(self, query, *args, cache=None, **kwargs):
+    def compute_output_spec(self, query, value=None, key=None, *args, cache=None,
+                            return_probabilities=False, **kwargs):
+        if return_probabilities:
+            return super().compute_output_spec(query, value, key, return_probabilities=True)
         output = keras.KerasTensor(self.compute_output_shape(query.shape), self.compute_dtype)
         if cache is None:
             return output

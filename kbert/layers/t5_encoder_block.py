@@ -40,6 +40,9 @@ class T5EncoderBlock(keras.layers.Layer):
         attention_bias: self-attention score bias, broadcastable to
             `(batch, heads, length, length)`.
         training: whether dropout is active.
+        return_attention_probabilities: also return the self-attention
+            probabilities `(batch, heads, length, length)`, as `(outputs,
+            probabilities)`.
 
     Example:
     >>> block = T5EncoderBlock(num_heads=2, intermediate_dim=32)
@@ -153,15 +156,20 @@ class T5EncoderBlock(keras.layers.Layer):
 
     # --- Forward ----------------------------------------------------------------
 
-    def call(self, inputs, padding_mask=None, attention_bias=None, training=None):
+    def call(self, inputs, padding_mask=None, attention_bias=None, training=None,
+             return_attention_probabilities=False):
         attended = self.self_attention(
             self.self_attention_layer_norm(inputs),
             padding_mask=padding_mask,
             attention_bias=attention_bias,
             training=training,
+            return_probabilities=return_attention_probabilities,
         )
+        if return_attention_probabilities:
+            attended, probabilities = attended
         x = inputs + self.self_attention_dropout(attended, training=training)
-        return self._feed_forward(x, training)
+        x = self._feed_forward(x, training)
+        return (x, probabilities) if return_attention_probabilities else x
 
     def _feed_forward(self, x, training):
         """`x + Drop(FFN(RMS(x)))`."""
@@ -174,6 +182,14 @@ class T5EncoderBlock(keras.layers.Layer):
 
     def compute_output_shape(self, inputs_shape, *args, **kwargs):
         return inputs_shape
+
+    def compute_output_spec(self, inputs, *args, return_attention_probabilities=False, **kwargs):
+        output = keras.KerasTensor(inputs.shape, self.compute_dtype)
+        if not return_attention_probabilities:
+            return output
+        length = inputs.shape[1]
+        shape = (inputs.shape[0], self.self_attention.num_heads, length, length)
+        return output, keras.KerasTensor(shape, self.compute_dtype)
 
     def get_config(self):
         config = super().get_config()

@@ -37,6 +37,11 @@ class TransformerDecoder(T5EncoderBlock):
         cache_write: how the self-attention cache is updated: `"functional"`
             or `"in_place"` (see `CachedMultiHeadAttention`).
         training: whether dropout is active.
+        return_attention_probabilities: also return the self-attention
+            probabilities `(batch, heads, length, length)` and the
+            cross-attention ones `(batch, heads, length, encoder_length)`, as
+            `(outputs, self_probabilities, cross_probabilities)` (the latter None
+            without cross-attention). Not with a cache.
 
     Example:
     >>> block = TransformerDecoder(num_heads=2, intermediate_dim=32)
@@ -73,6 +78,7 @@ class TransformerDecoder(T5EncoderBlock):
         cache_update_index=None,
         cache_write="functional",
         training=None,
+        return_attention_probabilities=False,
     ):
         if self.use_cross_attention and encoder_outputs is None and cross_attention_cache is None:
             raise ValueError(
@@ -84,6 +90,9 @@ class TransformerDecoder(T5EncoderBlock):
                 "Pass self_attention_cache and cache_update_index together (or neither)."
             )
         caching = self_attention_cache is not None
+        if caching and return_attention_probabilities:
+            raise ValueError("return_attention_probabilities takes whole sequences, not a cache.")
+        probabilities = {"return_probabilities": True} if return_attention_probabilities else {}
         query_length = ops.shape(inputs)[1]
         key_length = ops.shape(self_attention_cache)[3] if caching else query_length
         attended = self.self_attention(
@@ -97,33 +106,53 @@ class TransformerDecoder(T5EncoderBlock):
             cache_update_index=cache_update_index,
             cache_write=cache_write,
             training=training,
+            **probabilities,
         )
-        if caching:
-            attended, self_attention_cache = attended
+        if caching or return_attention_probabilities:
+            attended, second = attended  # the updated cache, or the probabilities
         x = inputs + self.self_attention_dropout(attended, training=training)
+        cross_probabilities = None
         if self.use_cross_attention:
             x = self._cross_attend(
-                x, encoder_outputs, encoder_padding_mask, cross_attention_cache, training
+                x, encoder_outputs, encoder_padding_mask, cross_attention_cache, training,
+                **probabilities,
             )
+            if return_attention_probabilities:
+                x, cross_probabilities = x
         x = self._feed_forward(x, training)
-        return (x, self_attention_cache) if caching else x
+        if return_attention_probabilities:
+            return x, second, cross_probabilities
+        return (x, second) if caching else x
 
-    def _cross_attend(self, x, encoder_outputs, encoder_padding_mask, cache, training):
+    def _cross_attend(self, x, encoder_outputs, encoder_padding_mask, cache, training,
+                      return_probabilities=False):
         """`x + Drop(CrossAttn(RMS(x), encoder_outputs))`, from the projected `cache` if given."""
         normalized = self.cross_attention_layer_norm(x)
         if cache is None:
             attended = self.cross_attention(
                 normalized, value=encoder_outputs, padding_mask=encoder_padding_mask,
-                training=training,
+                training=training, return_probabilities=return_probabilities,
             )
+            if return_probabilities:
+                attended, probabilities = attended
+                return x + self.cross_attention_dropout(attended, training=training), probabilities
         else:
             attended, _ = self.cross_attention(
                 normalized, padding_mask=encoder_padding_mask, cache=cache, training=training
             )
         return x + self.cross_attention_dropout(attended, training=training)
 
-    def compute_output_spec(self, inputs, *args, self_attention_cache=None, **kwargs):
+    def compute_output_spec(self, inputs, encoder_outputs=None, *args, self_attention_cache=None,
+                            return_attention_probabilities=False, **kwargs):
         output = keras.KerasTensor(inputs.shape, self.compute_dtype)
+        if return_attention_probabilities:
+            batch, length, heads = inputs.shape[0], inputs.shape[1], self.self_attention.num_heads
+            cross = None
+            if self.use_cross_attention:
+                cross = keras.KerasTensor(
+                    (batch, heads, length, encoder_outputs.shape[1]), self.compute_dtype
+                )
+            return output, keras.KerasTensor((batch, heads, length, length), self.compute_dtype), cross
         if self_attention_cache is None:
             return output
         return output, keras.KerasTensor(self_attention_cache.shape, self_attention_cache.dtype)
