@@ -48,6 +48,14 @@ class BackboneInternals(keras.Model):
         self.attention_probabilities = bool(attention_probabilities)
 
     def call(self, inputs):
+        required = [name for name, tensor in self.backbone.input.items()
+                    if not tensor._keras_history.operation.optional]
+        missing = [name for name in required if not isinstance(inputs, dict) or name not in inputs]
+        if missing:
+            raise ValueError(
+                f"{type(self.backbone).__name__} internals need the inputs {required}; "
+                f"missing {missing}."
+            )
         check_inputs(self.backbone, inputs)
         return self.backbone.run_layers(inputs, self.hidden_states, self.attention_probabilities)
 

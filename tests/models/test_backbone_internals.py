@@ -99,6 +99,8 @@ def test_round_trip_and_input_checks(tmp_path):
     bad = dict(batch(), token_ids=np.full((2, 9), 50, "int32"))
     with pytest.raises(ValueError, match="token_ids"):
         inside(bad)
+    with pytest.raises(ValueError, match=r"missing \['padding_mask'\]"):
+        inside({"token_ids": batch()["token_ids"], "segment_ids": batch()["segment_ids"]})
 
 
 def t5_batch():
