@@ -1,6 +1,6 @@
 """The `kbert` command (also `python -m kbert`).
 
-    kbert pretrain [--objective mlm_nsp] [--corpus PATH ...] [--steps 300] ...
+    kbert pretrain [--objective mlm_nsp] [--corpus PATH ...] [--steps 4800] ...
     kbert finetune [--task classify --checkpoint PATH --train FILE --validation FILE] ...
     kbert tour [--model bert_base] [--sentence TEXT]
 
@@ -47,12 +47,12 @@ def _parser():
     pretrain.add_argument("--corpus", nargs="+",
                           help="text files or folders (blank line = new document); "
                                "default: the interpreter's bundled documentation")
-    pretrain.add_argument("--model", default="bert_mini", help="a builder name (default bert_mini)")
-    pretrain.add_argument("--steps", type=int, default=300)
+    pretrain.add_argument("--model", default="bert_tiny", help="a builder name (default bert_tiny)")
+    pretrain.add_argument("--steps", type=int, default=4800)
     pretrain.add_argument("--batch-size", type=int, default=32)
-    pretrain.add_argument("--sequence-length", type=int, default=128)
+    pretrain.add_argument("--sequence-length", type=int, default=64)
     pretrain.add_argument("--vocabulary-size", type=int, default=8000)
-    pretrain.add_argument("--learning-rate", type=float, default=5e-4)
+    pretrain.add_argument("--learning-rate", type=float, default=2e-3, help="peak, after a warm-up of a tenth of the steps")
     pretrain.add_argument("--seed", type=int, default=0)
     pretrain.add_argument("--output", default="runs/pretrain",
                           help="folder for the model, vocabulary, metrics and the resume checkpoint")

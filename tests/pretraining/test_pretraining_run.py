@@ -1,5 +1,6 @@
 """The main job: a short run of every kind end to end, an exact resume after a kill -9, bad input."""
 
+import inspect
 import json
 import os
 import random
@@ -49,6 +50,21 @@ def test_short_run_evaluates_saves_and_demos(objective, corpus, tmp_path):
     assert sum(line.startswith("    answer: ") for line in lines) == pretraining_run.DEMO_SENTENCES
     reloaded = keras.saving.load_model(tmp_path / "model.keras")
     assert reloaded.count_params() > 0
+
+
+def test_the_command_s_defaults_are_run_pretraining_s():
+    arguments = vars(cli._parser().parse_args(["pretrain"]))
+    defaults = inspect.signature(run_pretraining).parameters
+    shared = ["output", "model", "objective", "steps", "batch_size", "sequence_length",
+              "vocabulary_size", "learning_rate", "seed"]
+    assert {name: arguments[name] for name in shared} == {name: defaults[name].default for name in shared}
+    assert (arguments["model"], arguments["steps"], arguments["sequence_length"]) == ("bert_tiny", 4800, 64)
+
+
+def test_the_model_is_built_for_a_short_run(corpus, tmp_path):
+    run_pretraining(corpus=[corpus], output=str(tmp_path), steps=1, log=lambda line: None, **SMALL)
+    backbone = keras.saving.load_model(tmp_path / "model.keras").backbone
+    assert (backbone.dropout, backbone.normalize_first) == (0.0, True)
 
 
 def test_training_beats_the_frequency_baseline(corpus, tmp_path):
