@@ -222,7 +222,8 @@ class BigBirdAttention(MultiHeadAttention):
 
         >>> layer = BigBirdAttention(num_heads=1, key_dim=4, block_size=2, num_random_blocks=1)
         >>> layer.key_blocks(16, rows=7)[:, 0].tolist()  # 8 blocks: rows for blocks 1..6, one extra
-        [[-1, 0, 1, 2, 4, 7], [0, 1, 2, 3, 6, 7], [0, 2, 3, 4, 6, 7], [0, 3, 4, 5, 6, 7], [0, 4, 5, 6, 1, 7], [0, 5, 6, 7, 1, -1], [-1, -1, -1, -1, -1, -1]]
+        [[-1, 0, 1, 2, 4, 7], [0, 1, 2, 3, 6, 7], [0, 2, 3, 4, 6, 7], [0, 3, 4, 5, 6, 7],
+         [0, 4, 5, 6, 1, 7], [0, 5, 6, 7, 1, -1], [-1, -1, -1, -1, -1, -1]]
         """
         num_blocks = self._num_blocks(sequence_length)
         middle = num_blocks - 2

@@ -243,7 +243,8 @@ class LongformerAttention(MultiHeadAttention):
         blocks = group * groups
         padded = blocks * unit
 
-        def blocked(x):  # (B, n, ...) -> (B, dilation, blocks, w, ...); token (block·w + j)·dilation + residue
+        # (B, n, ...) -> (B, dilation, blocks, w, ...): token (block·w + j)·dilation + residue.
+        def blocked(x):
             if padded > n:
                 x = ops.pad(x, [(0, 0), (0, padded - n)] + [(0, 0)] * (len(x.shape) - 2))
             return ops.moveaxis(ops.reshape(x, (-1, blocks, w, dilation) + tuple(x.shape[2:])), 3, 1)
