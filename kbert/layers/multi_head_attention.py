@@ -229,9 +229,8 @@ class MultiHeadAttention(keras.layers.Layer):
         if not return_probabilities:
             return output
         self._check_returns_probabilities()
-        key_length = (key if key is not None else value if value is not None else query).shape[1]
-        shape = (query.shape[0], self.num_heads, query.shape[1], key_length)
-        return output, keras.KerasTensor(shape, self.compute_dtype)
+        keys = key if key is not None else value if value is not None else query
+        return output, probabilities_spec(query, keys, self.num_heads, self.compute_dtype)
 
     def get_config(self):
         config = super().get_config()
@@ -249,3 +248,8 @@ class MultiHeadAttention(keras.layers.Layer):
             }
         )
         return config
+
+
+def probabilities_spec(query, keys, num_heads, dtype):
+    """The symbolic attention probabilities `(batch, heads, query_length, key_length)` of a call."""
+    return keras.KerasTensor((query.shape[0], num_heads, query.shape[1], keys.shape[1]), dtype)

@@ -3,6 +3,7 @@ import keras
 from kbert.arguments import positive_int, positive_number, probability
 from kbert.layers.activations import get_activation, serialize_activation
 from kbert.layers.cached_multi_head_attention import CachedMultiHeadAttention
+from kbert.layers.multi_head_attention import probabilities_spec
 from kbert.layers.rms_normalization import RMSNormalization
 
 
@@ -187,9 +188,7 @@ class T5EncoderBlock(keras.layers.Layer):
         output = keras.KerasTensor(inputs.shape, self.compute_dtype)
         if not return_attention_probabilities:
             return output
-        length = inputs.shape[1]
-        shape = (inputs.shape[0], self.self_attention.num_heads, length, length)
-        return output, keras.KerasTensor(shape, self.compute_dtype)
+        return output, probabilities_spec(inputs, inputs, self.self_attention.num_heads, self.compute_dtype)
 
     def get_config(self):
         config = super().get_config()

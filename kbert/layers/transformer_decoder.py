@@ -1,6 +1,7 @@
 import keras
 from keras import ops
 
+from kbert.layers.multi_head_attention import probabilities_spec
 from kbert.layers.t5_encoder_block import T5EncoderBlock
 
 
@@ -146,13 +147,11 @@ class TransformerDecoder(T5EncoderBlock):
                             return_attention_probabilities=False, **kwargs):
         output = keras.KerasTensor(inputs.shape, self.compute_dtype)
         if return_attention_probabilities:
-            batch, length, heads = inputs.shape[0], inputs.shape[1], self.self_attention.num_heads
+            heads, dtype = self.self_attention.num_heads, self.compute_dtype
             cross = None
             if self.use_cross_attention:
-                cross = keras.KerasTensor(
-                    (batch, heads, length, encoder_outputs.shape[1]), self.compute_dtype
-                )
-            return output, keras.KerasTensor((batch, heads, length, length), self.compute_dtype), cross
+                cross = probabilities_spec(inputs, encoder_outputs, heads, dtype)
+            return output, probabilities_spec(inputs, inputs, heads, dtype), cross
         if self_attention_cache is None:
             return output
         return output, keras.KerasTensor(self_attention_cache.shape, self_attention_cache.dtype)

@@ -3,7 +3,7 @@ import keras
 from kbert.arguments import positive_int, positive_number, probability
 from kbert.layers.activations import get_activation, serialize_activation
 from kbert.layers.initializers import clone_initializer
-from kbert.layers.multi_head_attention import MultiHeadAttention
+from kbert.layers.multi_head_attention import MultiHeadAttention, probabilities_spec
 
 
 @keras.saving.register_keras_serializable(package="kbert")
@@ -180,9 +180,7 @@ class TransformerEncoder(keras.layers.Layer):
         output = keras.KerasTensor(inputs.shape, self.compute_dtype)
         if not return_attention_probabilities:
             return output
-        length = inputs.shape[1]
-        shape = (inputs.shape[0], self.attention_layer.num_heads, length, length)
-        return output, keras.KerasTensor(shape, self.compute_dtype)
+        return output, probabilities_spec(inputs, inputs, self.attention_layer.num_heads, self.compute_dtype)
 
     def get_config(self):
         config = super().get_config()

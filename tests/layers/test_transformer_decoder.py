@@ -126,3 +126,20 @@ def test_errors():
         TransformerDecoder(5, FF).build((1, 2, WIDTH))
     with pytest.raises(ValueError, match="expects inputs of shape"):
         TransformerDecoder(HEADS, FF).build((2, WIDTH))
+
+
+def test_attention_probabilities_symbolic_and_eager_agree():
+    block = TransformerDecoder(num_heads=2, intermediate_dim=8)
+    x = np.random.default_rng(0).normal(size=(2, 5, 8)).astype("float32")
+    memory = np.ones((2, 7, 8), "float32")
+    eager = block(x, encoder_outputs=memory, return_attention_probabilities=True)
+    symbolic = block(keras.Input((5, 8)), encoder_outputs=keras.Input((7, 8)),
+                     return_attention_probabilities=True)
+    assert [tuple(t.shape) for t in eager] == [(2, 5, 8), (2, 2, 5, 5), (2, 2, 5, 7)]
+    assert [tuple(t.shape)[1:] for t in symbolic] == [(5, 8), (2, 5, 5), (2, 5, 7)]
+    self_probabilities = keras.ops.convert_to_numpy(eager[1])
+    np.testing.assert_allclose(self_probabilities.sum(-1), 1.0, atol=1e-5)
+    assert np.all(np.triu(self_probabilities[0, 0], k=1) == 0)  # causal: no future key
+    with pytest.raises(ValueError, match="not a cache"):
+        block(x[:, :1], encoder_outputs=memory, self_attention_cache=np.zeros((2, 2, 2, 5, 4), "float32"),
+              cache_update_index=0, return_attention_probabilities=True)
