@@ -4,6 +4,7 @@ from kbert.layers.activations import gelu_approximate, get_activation
 from kbert.layers.attention_mask import merge_attention_masks
 from kbert.layers.bigbird_attention import BigBirdAttention
 from kbert.layers.cached_multi_head_attention import CachedMultiHeadAttention
+from kbert.layers.fused_dense import FusedDense
 from kbert.layers.longformer_attention import LongformerAttention
 from kbert.layers.masked_lm_head import MaskedLMHead
 from kbert.layers.multi_head_attention import MultiHeadAttention
@@ -24,6 +25,7 @@ __all__ = [
     "BigBirdAttention",
     "LongformerAttention",
     "CachedMultiHeadAttention",
+    "FusedDense",
     "RMSNormalization",
     "ScalarMix",
     "RelativePositionBias",

@@ -4,6 +4,7 @@ from keras import ops
 from kbert.arguments import positive_int, probability
 from kbert.backend_utils import fused_attention_supports, torch_attention_with_dropout
 from kbert.layers.attention_mask import MASKED_SCORE, merge_attention_masks
+from kbert.layers.fused_dense import FusedDense
 from kbert.layers.initializers import clone_initializer
 from kbert.layers.sparse_attention import check_self_attention
 
@@ -88,7 +89,7 @@ class MultiHeadAttention(keras.layers.Layer):
         self.dropout_layer = keras.layers.Dropout(self.dropout, dtype=self.dtype_policy)
 
     def _dense(self, units, name):
-        return keras.layers.Dense(
+        return FusedDense(
             units,
             use_bias=self.use_bias,
             kernel_initializer=clone_initializer(self.kernel_initializer),

@@ -2,6 +2,7 @@ import keras
 
 from kbert.arguments import positive_int
 from kbert.layers.activations import get_activation, serialize_activation
+from kbert.layers.fused_dense import FusedDense
 
 
 @keras.saving.register_keras_serializable(package="kbert")
@@ -27,7 +28,7 @@ class Pooler(keras.layers.Layer):
         self.hidden_dim = positive_int("hidden_dim", hidden_dim)
         self.activation = activation
         self.kernel_initializer = keras.initializers.get(kernel_initializer)
-        self.dense = keras.layers.Dense(
+        self.dense = FusedDense(
             self.hidden_dim,
             activation=get_activation(activation),
             kernel_initializer=self.kernel_initializer,

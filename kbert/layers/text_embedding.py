@@ -3,6 +3,7 @@ from keras import ops
 
 from kbert.arguments import non_negative_int, positive_int, positive_number, probability
 from kbert.input_checks import check_ids_in_range
+from kbert.layers.fused_dense import FusedDense
 from kbert.layers.position_embedding import PositionEmbedding
 from kbert.layers.reversible_embedding import ReversibleEmbedding
 
@@ -102,7 +103,7 @@ class TextEmbedding(keras.layers.Layer):
         )
         self.projection = None
         if self.embedding_dim != self.hidden_dim:
-            self.projection = keras.layers.Dense(
+            self.projection = FusedDense(
                 self.hidden_dim,
                 kernel_initializer=initializer(),
                 dtype=self.dtype_policy,

@@ -2,6 +2,7 @@ import keras
 
 from kbert.arguments import positive_int, positive_number, probability
 from kbert.layers.activations import get_activation, serialize_activation
+from kbert.layers.fused_dense import FusedDense
 from kbert.layers.initializers import clone_initializer
 from kbert.layers.multi_head_attention import MultiHeadAttention, probabilities_spec
 
@@ -111,7 +112,7 @@ class TransformerEncoder(keras.layers.Layer):
         self.attention_layer_norm = self._layer_norm("attention_layer_norm")
         self.attention_layer_norm.build(inputs_shape)
         self.attention_output_dropout = keras.layers.Dropout(self.dropout, dtype=self.dtype_policy)
-        self.intermediate_dense = keras.layers.Dense(
+        self.intermediate_dense = FusedDense(
             self.intermediate_dim,
             activation=get_activation(self.activation),
             kernel_initializer=self._initializer(),
@@ -119,7 +120,7 @@ class TransformerEncoder(keras.layers.Layer):
             name="intermediate",
         )
         self.intermediate_dense.build(inputs_shape)
-        self.output_dense = keras.layers.Dense(
+        self.output_dense = FusedDense(
             hidden_dim,
             kernel_initializer=self._initializer(),
             dtype=self.dtype_policy,

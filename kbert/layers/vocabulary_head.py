@@ -3,6 +3,7 @@ from keras import ops
 
 from kbert.arguments import positive_int, positive_number
 from kbert.layers.activations import get_activation, serialize_activation
+from kbert.layers.fused_dense import FusedDense
 from kbert.layers.initializers import clone_initializer
 from kbert.layers.reversible_embedding import tied_embedding_dim
 
@@ -59,7 +60,7 @@ class VocabularyHead(keras.layers.Layer):
 
     def _dense(self, units, name):
         """A transform: `Dense` with the head's activation and initializer."""
-        return keras.layers.Dense(
+        return FusedDense(
             units,
             activation=get_activation(self.activation),
             kernel_initializer=clone_initializer(self.kernel_initializer),
@@ -77,7 +78,7 @@ class VocabularyHead(keras.layers.Layer):
         """Creates the untied `decoder` (when there is no `token_embedding`) and the `bias`."""
         self.decoder = None
         if self.token_embedding is None:
-            self.decoder = keras.layers.Dense(
+            self.decoder = FusedDense(
                 self.vocabulary_size,
                 use_bias=False,
                 kernel_initializer=clone_initializer(self.kernel_initializer),

@@ -12,6 +12,7 @@ import keras
 from keras import ops
 
 from kbert.arguments import probability
+from kbert.layers.fused_dense import FusedDense
 from kbert.tasks.task import backbone_inputs, require_keys
 
 # Inputs every task needs; `segment_ids` may be left out (zeros), and a
@@ -44,7 +45,7 @@ def head_dense(backbone, units, name, activation=None):
     >>> head_dense(kbert.models.bert_tiny(num_layers=1), 3, "classifier").units
     3
     """
-    return keras.layers.Dense(
+    return FusedDense(
         units,
         activation=activation,
         kernel_initializer=keras.initializers.TruncatedNormal(stddev=backbone.initializer_range),

@@ -1,0 +1,23 @@
+import keras
+
+from kbert.backend_utils import dense
+
+
+@keras.saving.register_keras_serializable(package="kbert")
+class FusedDense(keras.layers.Dense):
+    """`keras.layers.Dense` whose bias is added inside the matmul on PyTorch.
+
+    The same layer, weights and config as Keras' `Dense`; only `call` differs:
+    it goes through `kbert.backend_utils.dense`, one `addmm` on PyTorch
+    instead of a matmul and a separate pass for the bias (TensorFlow and JAX
+    fuse that add under XLA already). LoRA works as in `Dense` (`self.kernel`
+    includes it); quantized modes use Keras' own quantized call.
+
+    Example:
+    >>> layer = FusedDense(4, activation="relu")
+    >>> tuple(layer(keras.ops.ones((2, 3, 5))).shape)
+    (2, 3, 4)
+    """
+
+    def call(self, inputs, training=None):
+        return self.activation(dense(inputs, self.kernel, self.bias))
