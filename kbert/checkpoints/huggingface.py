@@ -13,7 +13,12 @@ module, and its import below.
 import os
 
 # Importing a converter module registers its converters.
-from kbert.checkpoints import bert_converter, long_document_converter, t5_converter  # noqa: F401
+from kbert.checkpoints import (  # noqa: F401
+    bert_converter,
+    gpt2_converter,
+    long_document_converter,
+    t5_converter,
+)
 from kbert.checkpoints.registry import converter_for
 from kbert.checkpoints.weight_mapping import read_config
 
@@ -28,7 +33,9 @@ def from_huggingface(path, **overrides):
       (`kbert.checkpoints.bert_converter`), and `big_bird`,
       `longformer` (`kbert.checkpoints.long_document_converter`);
     - a `kbert.models.T5` backbone for `t5`, v1.0 and v1.1
-      (`kbert.checkpoints.t5_converter`).
+      (`kbert.checkpoints.t5_converter`);
+    - a `kbert.models.GPT2` for `gpt2` (`kbert.checkpoints.gpt2_converter`),
+      whose `logits` output is `GPT2LMHeadModel`'s.
 
     Task checkpoints (`BertForMaskedLM`, `RobertaForSequenceClassification`,
     `T5ForConditionalGeneration` …) load their backbone; head tensors are
@@ -45,7 +52,7 @@ def from_huggingface(path, **overrides):
             `use_pooler=False`.
 
     Returns:
-        The backbone (`Encoder` or `T5`, as above) with every weight loaded.
+        The backbone (`Encoder`, `T5` or `GPT2`, as above) with every weight loaded.
 
     Raises:
         FileNotFoundError: `path` is not a directory, or lacks the config or weights.

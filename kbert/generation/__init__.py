@@ -1,4 +1,9 @@
-"""Text generation with encoder-decoder models: greedy, sampling, beam search.
+"""Text generation: greedy, sampling and beam search, for encoder-decoder and decoder-only models.
+
+`Seq2SeqGenerator` decodes with an encoder-decoder (`kbert.models.T5`),
+`CausalLMGenerator` continues prompts with a decoder-only model
+(`kbert.models.GPT2`); both run the loop of `kbert.generation.generator` and
+choose tokens with `kbert.generation.samplers`.
 
 >>> from kbert.models import T5
 >>> from kbert.generation import Seq2SeqGenerator
@@ -8,6 +13,8 @@
 (1, 4)
 """
 
-from kbert.generation.seq2seq_generator import STRATEGIES, Seq2SeqGenerator
+from kbert.generation.causal_lm_generator import CausalLMGenerator
+from kbert.generation.samplers import STRATEGIES
+from kbert.generation.seq2seq_generator import Seq2SeqGenerator
 
-__all__ = ["STRATEGIES", "Seq2SeqGenerator"]
+__all__ = ["STRATEGIES", "CausalLMGenerator", "Seq2SeqGenerator"]

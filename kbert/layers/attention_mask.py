@@ -39,3 +39,46 @@ def merge_attention_masks(padding_mask=None, attention_mask=None):
         merged = ops.cast(attention_mask, "bool")[:, None, :, :]
         mask = merged if mask is None else ops.logical_and(mask, merged)
     return mask
+
+
+def causal_mask(query_length, key_length, offset=0):
+    """`True` where query `i` (at position `offset + i`) may attend key `j`: `j <= offset + i`.
+
+    Returns a bool tensor `(1, query_length, key_length)`; `offset` may be a
+    scalar tensor (the position of a cached decoding step).
+
+    >>> ops.convert_to_numpy(causal_mask(2, 3, offset=1)).astype(int).tolist()
+    [[[1, 1, 0], [1, 1, 1]]]
+    """
+    query_positions = ops.arange(query_length, dtype="int32") + ops.cast(offset, "int32")
+    key_positions = ops.arange(key_length, dtype="int32")
+    return ops.expand_dims(key_positions[None, :] <= query_positions[:, None], 0)
+
+
+def causal_padding_mask(padding_mask, query_length=None, offset=0):
+    """A causal mask over the real keys of `padding_mask` `(batch, key_length)`.
+
+    The queries are the keys themselves (`query_length=None`, self-attention
+    over whole sequences; this form also wires symbolic graphs, whose lengths
+    are unknown), or `query_length` positions from `offset` (a decoding step
+    against a cache of `key_length` positions). Each query also attends its
+    own position, padding or not, so that no row of a left-padded batch is
+    masked entirely (a fused kernel would turn such a row into NaNs, which
+    then leak into the next layer through zero weights); the outputs at
+    padded positions are meaningless and unused.
+
+    Returns a bool tensor `(batch, query_length, key_length)`.
+
+    >>> mask = causal_padding_mask(ops.convert_to_tensor([[0, 1, 1]]))
+    >>> ops.convert_to_numpy(mask).astype(int).tolist()
+    [[[1, 0, 0], [0, 1, 0], [0, 1, 1]]]
+    """
+    key_positions = ops.cumsum(ops.ones_like(padding_mask, dtype="int32"), axis=1) - 1
+    if query_length is None:
+        query_positions = key_positions
+    else:
+        query_positions = ops.arange(query_length, dtype="int32")[None, :] + ops.cast(offset, "int32")
+    causal = key_positions[:, None, :] <= query_positions[:, :, None]
+    own = ops.equal(key_positions[:, None, :], query_positions[:, :, None])
+    real = ops.cast(padding_mask, "bool")[:, None, :]
+    return ops.logical_and(causal, ops.logical_or(real, own))

@@ -75,16 +75,24 @@ class CachedMultiHeadAttention(MultiHeadAttention):
     ((1, 1, 8), (1, 2, 2, 5, 4))
     """
 
-    def __init__(self, num_heads, key_dim, query_kernel_initializer=None, **kwargs):
+    def __init__(self, num_heads, key_dim, query_kernel_initializer=None,
+                 output_kernel_initializer=None, **kwargs):
         super().__init__(num_heads, key_dim, **kwargs)
         self.query_kernel_initializer = keras.initializers.get(
             query_kernel_initializer or self.kernel_initializer
+        )
+        # None: the output projection takes `kernel_initializer` (no second copy drawn).
+        self.output_kernel_initializer = (
+            None if output_kernel_initializer is None
+            else keras.initializers.get(output_kernel_initializer)
         )
 
     def _dense(self, units, name):
         dense = super()._dense(units, name)
         if name == "query":
             dense.kernel_initializer = clone_initializer(self.query_kernel_initializer)
+        if name == "output" and self.output_kernel_initializer is not None:
+            dense.kernel_initializer = clone_initializer(self.output_kernel_initializer)
         return dense
 
     def compute_cache(self, value):
@@ -185,5 +193,9 @@ class CachedMultiHeadAttention(MultiHeadAttention):
         config = super().get_config()
         config["query_kernel_initializer"] = keras.initializers.serialize(
             self.query_kernel_initializer
+        )
+        config["output_kernel_initializer"] = (
+            None if self.output_kernel_initializer is None
+            else keras.initializers.serialize(self.output_kernel_initializer)
         )
         return config

@@ -91,6 +91,11 @@ ENCODER_FINAL_LAYER_NORM = "encoder_final_layer_norm"
 DECODER_FINAL_LAYER_NORM = "decoder_final_layer_norm"
 
 
+# A `GPT2` backbone (`token_embedding`, `position_embedding` and
+# `transformer_layers` as above).
+FINAL_LAYER_NORM = "final_layer_norm"
+
+
 def attribute_path(*names):
     """The dotted attribute path through `names`, as converters write it.
 

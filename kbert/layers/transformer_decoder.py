@@ -1,6 +1,7 @@
 import keras
 from keras import ops
 
+from kbert.layers.attention_mask import causal_mask
 from kbert.layers.multi_head_attention import probabilities_spec
 from kbert.layers.t5_encoder_block import T5EncoderBlock
 
@@ -62,11 +63,6 @@ class TransformerDecoder(T5EncoderBlock):
             self.cross_attention_layer_norm = self._norm(width, "cross_attention_layer_norm")
             self.cross_attention_dropout = self._dropout()
 
-    def _causal_mask(self, query_length, key_length, offset):
-        query_positions = ops.arange(query_length, dtype="int32") + ops.cast(offset, "int32")
-        key_positions = ops.arange(key_length, dtype="int32")
-        return ops.expand_dims(key_positions[None, :] <= query_positions[:, None], 0)
-
     def call(
         self,
         inputs,
@@ -99,7 +95,7 @@ class TransformerDecoder(T5EncoderBlock):
         attended = self.self_attention(
             self.self_attention_layer_norm(inputs),
             padding_mask=padding_mask,
-            attention_mask=self._causal_mask(
+            attention_mask=causal_mask(
                 query_length, key_length, cache_update_index if caching else 0
             ),
             attention_bias=attention_bias,

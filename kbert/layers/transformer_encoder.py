@@ -29,6 +29,9 @@ class TransformerEncoder(keras.layers.Layer):
         layer_norm_epsilon: LayerNorm epsilon (BERT: 1e-12).
         normalize_first: pre-LN instead of post-LN.
         kernel_initializer: initializer of every kernel (BERT: truncated normal 0.02).
+        output_kernel_initializer: initializer of the feed-forward output
+            projection (GPT-2 scales it by `1/sqrt(2 * num_layers)`); defaults
+            to `kernel_initializer`.
         attention_layer: optional attention layer to use instead of the default.
 
     Call arguments:
@@ -42,6 +45,10 @@ class TransformerEncoder(keras.layers.Layer):
         return_attention_probabilities: also return the attention layer's
             probabilities `(batch, heads, sequence, sequence)`, as
             `(outputs, probabilities)` (dense attention).
+        cache, cache_update_index, cache_write: a key/value cache for
+            incremental decoding, passed on to an attention layer that takes
+            one (`CachedMultiHeadAttention`); the call then returns
+            `(outputs, updated cache)`, and the masks cover the cache's positions.
 
     Example:
     >>> block = TransformerEncoder(num_heads=2, intermediate_dim=32)
@@ -59,6 +66,7 @@ class TransformerEncoder(keras.layers.Layer):
         layer_norm_epsilon=1e-12,
         normalize_first=False,
         kernel_initializer="glorot_uniform",
+        output_kernel_initializer=None,
         attention_layer=None,
         **kwargs,
     ):
@@ -74,6 +82,9 @@ class TransformerEncoder(keras.layers.Layer):
         self.layer_norm_epsilon = positive_number("layer_norm_epsilon", layer_norm_epsilon)
         self.normalize_first = bool(normalize_first)
         self.kernel_initializer = keras.initializers.get(kernel_initializer)
+        self.output_kernel_initializer = keras.initializers.get(
+            output_kernel_initializer or self.kernel_initializer
+        )
         if isinstance(attention_layer, dict):
             attention_layer = keras.saving.deserialize_keras_object(attention_layer)
         self.attention_layer = attention_layer
@@ -122,7 +133,7 @@ class TransformerEncoder(keras.layers.Layer):
         self.intermediate_dense.build(inputs_shape)
         self.output_dense = FusedDense(
             hidden_dim,
-            kernel_initializer=self._initializer(),
+            kernel_initializer=clone_initializer(self.output_kernel_initializer),
             dtype=self.dtype_policy,
             name="output",
         )
@@ -140,6 +151,9 @@ class TransformerEncoder(keras.layers.Layer):
         training=None,
         global_attention_mask=None,
         return_attention_probabilities=False,
+        cache=None,
+        cache_update_index=None,
+        cache_write="functional",
     ):
         x = inputs
         residual = x
@@ -152,6 +166,10 @@ class TransformerEncoder(keras.layers.Layer):
             optional["global_attention_mask"] = global_attention_mask
         if return_attention_probabilities:
             optional["return_probabilities"] = True
+        if cache is not None:
+            optional.update(
+                cache=cache, cache_update_index=cache_update_index, cache_write=cache_write
+            )
         x = self.attention_layer(
             x,
             padding_mask=padding_mask,
@@ -159,8 +177,8 @@ class TransformerEncoder(keras.layers.Layer):
             training=training,
             **optional,
         )
-        if return_attention_probabilities:
-            x, probabilities = x
+        if return_attention_probabilities or cache is not None:
+            x, second = x  # the probabilities, or the updated cache
         x = residual + self.attention_output_dropout(x, training=training)
         if not self.normalize_first:
             x = self.attention_layer_norm(x)
@@ -172,13 +190,16 @@ class TransformerEncoder(keras.layers.Layer):
         x = residual + self.output_dropout(x, training=training)
         if not self.normalize_first:
             x = self.output_layer_norm(x)
-        return (x, probabilities) if return_attention_probabilities else x
+        return (x, second) if return_attention_probabilities or cache is not None else x
 
     def compute_output_shape(self, inputs_shape, *args, **kwargs):
         return tuple(inputs_shape)
 
-    def compute_output_spec(self, inputs, *args, return_attention_probabilities=False, **kwargs):
+    def compute_output_spec(self, inputs, *args, return_attention_probabilities=False, cache=None,
+                            **kwargs):
         output = keras.KerasTensor(inputs.shape, self.compute_dtype)
+        if cache is not None:
+            return output, keras.KerasTensor(cache.shape, cache.dtype)
         if not return_attention_probabilities:
             return output
         return output, probabilities_spec(inputs, inputs, self.attention_layer.num_heads, self.compute_dtype)
@@ -195,6 +216,9 @@ class TransformerEncoder(keras.layers.Layer):
                 "layer_norm_epsilon": self.layer_norm_epsilon,
                 "normalize_first": self.normalize_first,
                 "kernel_initializer": keras.initializers.serialize(self.kernel_initializer),
+                "output_kernel_initializer": keras.initializers.serialize(
+                    self.output_kernel_initializer
+                ),
                 "attention_layer": keras.saving.serialize_keras_object(self.attention_layer),
             }
         )

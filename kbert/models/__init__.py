@@ -4,6 +4,7 @@ from kbert.models.encoder import ATTENTION_LAYERS, Encoder
 from kbert.models.backbone_internals import BackboneInternals
 from kbert.models.long_context import to_long_context
 from kbert.models.presets import (
+    GPT2_PRESETS,
     PRESETS,
     T5_PRESETS,
     albert_base,
@@ -25,6 +26,9 @@ from kbert.models.presets import (
     electra_large_generator,
     electra_small,
     electra_small_generator,
+    gpt2_base,
+    gpt2_large,
+    gpt2_medium,
     longformer_base,
     roberta_base,
     roberta_large,
@@ -34,6 +38,7 @@ from kbert.models.presets import (
     t5_v1_1_base,
     t5_v1_1_small,
 )
+from kbert.models.gpt2 import GPT2
 from kbert.models.t5 import T5, seq2seq_inputs
 
 
@@ -41,7 +46,7 @@ def from_huggingface(path, **overrides):
     """Build a kbert backbone from a local Hugging Face checkpoint directory.
 
     An `Encoder` for the encoder families (BERT, RoBERTa, ALBERT, ELECTRA,
-    DistilBERT, BigBird, Longformer), a `T5` backbone for T5. See
+    DistilBERT, BigBird, Longformer), a `T5` backbone for T5, a `GPT2` for GPT-2. See
     `kbert.checkpoints.huggingface.from_huggingface`; it lives in
     `kbert.checkpoints` (which depends on `kbert.models`, not the reverse) and is
     imported on first use.

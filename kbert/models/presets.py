@@ -3,8 +3,8 @@
 Every builder returns a randomly initialised model and takes keyword
 overrides of any of its constructor's arguments: `bert_base(num_layers=6,
 dropout=0.0)` builds an `Encoder`, `t5_small(num_layers=2)` a `T5`.
-`build("bert_base", ...)` reads the same tables, `PRESETS` (the encoders) and
-`T5_PRESETS`. Parameter counts are those of the published models (with the
+`build("bert_base", ...)` reads the same tables, `PRESETS` (the encoders),
+`T5_PRESETS` and `GPT2_PRESETS`. Parameter counts are those of the published models (with the
 pooler where the published model has one; T5's from the reference library's
 configs, ALGORITHMS.md §8) and are tested.
 """
@@ -13,6 +13,7 @@ import difflib
 
 from kbert.arguments import no_unknown_keywords
 from kbert.models.encoder import Encoder
+from kbert.models.gpt2 import GPT2
 from kbert.models.t5 import T5
 from kbert.serialization import constructor_arguments
 
@@ -110,14 +111,23 @@ T5_PRESETS = {
     "t5_v1_1_base": {**_T5_V1_1, **_size(12, 768, 12, 2048)},
 }
 
+# GPT-2: V = 50257 byte-level BPE tokens, 1024 positions, tied head, I = 4H.
+_GPT2 = dict(vocabulary_size=50257, max_positions=1024)
+GPT2_PRESETS = {
+    "gpt2_base": {**_GPT2, **_size(12, 768, 12)},
+    "gpt2_medium": {**_GPT2, **_size(24, 1024, 16)},
+    "gpt2_large": {**_GPT2, **_size(36, 1280, 20)},
+}
+
 # The model class each table builds.
-_TABLES = ((Encoder, PRESETS), (T5, T5_PRESETS))
+_TABLES = ((Encoder, PRESETS), (T5, T5_PRESETS), (GPT2, GPT2_PRESETS))
 
 
 def build(name, **overrides):
     """Build the named preset, with keyword overrides of its model's constructor arguments.
 
-    An `Encoder` for the names in `PRESETS`, a `T5` for those in `T5_PRESETS`.
+    An `Encoder` for the names in `PRESETS`, a `T5` for those in `T5_PRESETS`,
+    a `GPT2` for those in `GPT2_PRESETS`.
 
     >>> build("bert_tiny", num_layers=1).num_layers
     1
@@ -278,3 +288,18 @@ def t5_v1_1_small(**overrides):
 def t5_v1_1_base(**overrides):
     """T5 v1.1-Base (12+12 layers, d 768, 12 heads, gated GELU, untied): 247,577,856 parameters."""
     return build("t5_v1_1_base", **overrides)
+
+
+def gpt2_base(**overrides):
+    """GPT-2 small (L12 H768 A12, tied head): 124,439,808 parameters."""
+    return build("gpt2_base", **overrides)
+
+
+def gpt2_medium(**overrides):
+    """GPT-2 medium (L24 H1024 A16, tied head): 354,823,168 parameters."""
+    return build("gpt2_medium", **overrides)
+
+
+def gpt2_large(**overrides):
+    """GPT-2 large (L36 H1280 A20, tied head): 774,030,080 parameters."""
+    return build("gpt2_large", **overrides)

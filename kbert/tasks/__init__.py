@@ -1,5 +1,6 @@
 """Models that wrap a backbone with heads and a loss, for fine-tuning and generation."""
 
+from kbert.tasks.causal_lm import CausalLM
 from kbert.tasks.multiple_choice import MultipleChoice
 from kbert.tasks.seq2seq_lm import Seq2SeqLM
 from kbert.tasks.span_question_answering import SpanQuestionAnswering
@@ -20,6 +21,7 @@ def from_huggingface_task(path, num_choices=None, **overrides):
 
 
 __all__ = [
+    "CausalLM",
     "MultipleChoice",
     "Seq2SeqLM",
     "SpanQuestionAnswering",

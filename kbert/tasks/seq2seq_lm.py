@@ -5,8 +5,8 @@ from keras import ops
 
 from kbert.backend_utils import scale_loss_for_replicas
 from kbert.input_checks import ids
-from kbert.generation.seq2seq_generator import Seq2SeqGenerator, check_generation_interface
-from kbert.tasks.task import Task
+from kbert.generation.seq2seq_generator import Seq2SeqGenerator
+from kbert.tasks.task import Task, cached_generator
 
 
 @keras.saving.register_keras_serializable(package="kbert")
@@ -43,7 +43,7 @@ class Seq2SeqLM(Task):
     TARGET_TABLE = {"target_ids": ids("backbone.vocabulary_size", ("batch", "decoder_sequence"))}
 
     def __init__(self, backbone, **kwargs):
-        check_generation_interface(backbone)
+        Seq2SeqGenerator.check_model(backbone)
         super().__init__(dtype=backbone.dtype_policy, **kwargs)
         self.backbone = backbone
         self._generators = {}
@@ -84,9 +84,7 @@ class Seq2SeqLM(Task):
         One generator is kept per set of arguments, so that later calls reuse
         its compiled loop (and a sampling generator's seed stream goes on).
         """
-        key = (max_new_tokens, strategy, tuple(sorted(options.items())))
-        if key not in self._generators:
-            self._generators[key] = Seq2SeqGenerator(
-                self.backbone, max_new_tokens=max_new_tokens, strategy=strategy, **options
-            )
-        return self._generators[key](inputs)
+        generator = cached_generator(
+            self._generators, Seq2SeqGenerator, self.backbone, max_new_tokens, strategy, options
+        )
+        return generator(inputs)

@@ -88,3 +88,17 @@ def backbone_inputs(backbone, inputs):
         else:
             selected[name] = inputs[name]
     return selected
+
+
+def cached_generator(generators, generator_class, backbone, max_new_tokens, strategy, options):
+    """The `generator_class` for these arguments, from (or added to) the dict `generators`.
+
+    A task keeps one generator per set of arguments, so that later calls reuse
+    its compiled loop (and a sampling generator's seed stream goes on).
+    """
+    key = (max_new_tokens, strategy, tuple(sorted(options.items())))
+    if key not in generators:
+        generators[key] = generator_class(
+            backbone, max_new_tokens=max_new_tokens, strategy=strategy, **options
+        )
+    return generators[key]

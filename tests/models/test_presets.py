@@ -37,10 +37,17 @@ EXPECTED_T5_PARAMETERS = {
     "t5_v1_1_base": 247_577_856,
 }
 
+EXPECTED_GPT2_PARAMETERS = {
+    "gpt2_base": 124_439_808,
+    "gpt2_medium": 354_823_168,
+    "gpt2_large": 774_030_080,
+}
+
 
 def test_every_preset_has_an_expected_count():
     assert set(EXPECTED_PARAMETERS) == set(kbert.models.PRESETS)
     assert set(EXPECTED_T5_PARAMETERS) == set(kbert.models.T5_PRESETS)
+    assert set(EXPECTED_GPT2_PARAMETERS) == set(kbert.models.GPT2_PRESETS)
 
 
 @pytest.mark.parametrize("name", sorted(EXPECTED_PARAMETERS))
@@ -63,6 +70,16 @@ def test_t5_parameter_count(name):
     assert model.count_params() == EXPECTED_T5_PARAMETERS[name]
     assert f"{EXPECTED_T5_PARAMETERS[name]:,}" in builder.__doc__
     assert (model.lm_head is None) == ("v1_1" not in name)
+
+
+@pytest.mark.parametrize("name", sorted(EXPECTED_GPT2_PARAMETERS))
+def test_gpt2_parameter_count(name):
+    builder = getattr(kbert.models, name)
+    with keras.StatelessScope(initialize_variables=False):
+        model = builder()
+    assert isinstance(model, kbert.models.GPT2)
+    assert model.count_params() == EXPECTED_GPT2_PARAMETERS[name]
+    assert f"{EXPECTED_GPT2_PARAMETERS[name]:,}" in builder.__doc__
 
 
 def test_build_reads_the_same_table_with_overrides():

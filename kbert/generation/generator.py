@@ -1,0 +1,246 @@
+"""What the decoding loops share: options, the compiled loop, and its body.
+
+`Generator` is the base of `Seq2SeqGenerator` (encoder-decoders, `kbert.models.T5`)
+and `CausalLMGenerator` (decoder-only models, `kbert.models.GPT2`). A
+subclass prepares the token buffer and the caches and says how one step's
+logits are computed; this base runs one `keras.ops.while_loop` over a fixed
+number of steps around it, choosing each next token with
+`kbert.generation.samplers`, stopping row by row at the end id (then padding
+with the pad id) and for good once every row has ended.
+
+The loop is XLA-compiled on TensorFlow and JAX (`compile_loop`); on PyTorch
+it stays a Python loop under `torch.no_grad`, whose per-step model call is
+compiled by `torch.compile` with `jit_compile=True` (`torch_compiled_method`).
+The loop never reads a key/value cache again after passing it to the model,
+so the subclasses ask for `cache_write="in_place"`: on PyTorch the layers
+then write each step's keys and values into the caches instead of copying
+them (XLA reuses the loop's buffers on TensorFlow and JAX anyway).
+"""
+
+import functools
+import types
+
+import keras
+import numpy as np
+from keras import ops
+
+from kbert.arguments import number, one_of, positive_int, positive_number
+from kbert.generation.samplers import (
+    STRATEGIES,
+    beam_step,
+    best_beams,
+    initial_beam_scores,
+    next_tokens,
+)
+
+
+def compile_loop(fn, model, jit_compile, reduce_retracing=True):
+    """`fn(seed_state, *inputs)` as the backend runs it: the whole loop under XLA on TF/JAX.
+
+    On TensorFlow, `reduce_retracing` lets one trace serve inputs of other
+    shapes (XLA still compiles a program per shape); `False` keeps each trace's
+    shapes static.
+
+    On JAX the model variables become arguments of the jitted function
+    (`keras.StatelessScope`), so weights are not baked into the program. On
+    PyTorch the loop stays a Python loop, run under `torch.no_grad`.
+    """
+    backend = keras.backend.backend()
+    if backend == "tensorflow" and jit_compile:
+        import tensorflow as tf
+
+        return tf.function(fn, jit_compile=True, reduce_retracing=reduce_retracing)
+    if backend == "jax" and jit_compile:
+        import jax
+
+        variables = list(model.trainable_variables) + list(model.non_trainable_variables)
+
+        def stateless(values, seed_state, *inputs):
+            with keras.StatelessScope(state_mapping=list(zip(variables, values))):
+                return fn(seed_state, *inputs)
+
+        jitted = jax.jit(stateless)
+        return lambda seed_state, *inputs: jitted(
+            [v.value for v in variables], seed_state, *inputs
+        )
+    if backend == "torch":
+        import torch
+
+        def no_grad(*args):
+            with torch.no_grad():
+                return fn(*args)
+
+        return no_grad
+    return fn
+
+
+def torch_compiled_method(model, name):
+    """`model.<name>` under `torch.compile`, with a compilation cache of its own.
+
+    By default Dynamo guards every attribute of every layer of the model,
+    which costs milliseconds per step, and Keras setting an attribute on the
+    first call forces a second compilation. The guards on the model's modules
+    are therefore dropped. That is safe only while one model uses the cache,
+    and Dynamo keeps its cache on the code object, so the method is compiled
+    from a copy with a code object of its own.
+    """
+    import torch
+
+    function = getattr(type(model), name)
+    copy = types.FunctionType(
+        function.__code__.replace(),
+        function.__globals__,
+        function.__name__,
+        function.__defaults__,
+        function.__closure__,
+    )
+    guards = {"guard_filter_fn": torch.compiler.skip_guard_on_all_nn_modules_unsafe}
+    return functools.partial(torch.compile(copy, options=guards), model)
+
+
+class Generator:
+    """The options and the decoding loop of kbert's generators (a base class).
+
+    Subclasses set `INTERFACE` (the methods the loop calls on the model) and
+    `MODEL_KIND` (named in the error when a model lacks them), and implement
+    `_generate(seed_state, *inputs)`, which calls `_decode`.
+
+    Args:
+        model: the backbone to decode with.
+        max_new_tokens: length of the generated buffer.
+        strategy: one of `kbert.generation.samplers.STRATEGIES`.
+        temperature, top_k, top_p: sampling options (`filter_logits`).
+        num_beams, length_penalty: beam-search options.
+        use_cache: incremental decoding with key/value caches.
+        jit_compile: `"auto"` (XLA on TensorFlow and JAX, eager on PyTorch),
+            or `True`/`False`; `True` on PyTorch compiles the cached step
+            with `torch.compile`.
+        seed: seed of the sampling `keras.random.SeedGenerator`.
+        end_id, pad_id: default to the model's.
+
+    Example:
+    >>> Generator.check_model(object())  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    ValueError: Generation needs a model ...
+    """
+
+    INTERFACE = ()
+    MODEL_KIND = "a model"
+    # Whether `_generate` reads its inputs' shapes as Python ints (see `compile_loop`).
+    STATIC_INPUT_SHAPES = False
+
+    def __init__(self, model, max_new_tokens=64, strategy="greedy", temperature=1.0, top_k=None,
+                 top_p=None, num_beams=4, length_penalty=1.0, use_cache=True, jit_compile="auto",
+                 seed=None, end_id=None, pad_id=None):
+        self.check_model(model)
+        self.model = model
+        self.max_new_tokens = positive_int("max_new_tokens", max_new_tokens)
+        self.strategy = one_of("strategy", strategy, STRATEGIES)
+        self.temperature = positive_number("temperature", temperature)
+        self.top_k = positive_int("top_k", top_k, optional=True)
+        if top_k is not None and top_k > model.vocabulary_size:
+            raise ValueError(f"top_k must be in [1, {model.vocabulary_size}]; received {top_k}.")
+        self.top_p = number("top_p", top_p, 0, 1, low_open=True, optional=True)
+        num_beams = positive_int("num_beams", num_beams)
+        self.num_beams = num_beams if strategy == "beam" else 1
+        self.length_penalty = number("length_penalty", length_penalty)
+        self.use_cache = bool(use_cache)
+        self.end_id = model.end_id if end_id is None else int(end_id)
+        self.pad_id = model.pad_id if pad_id is None else int(pad_id)
+        if jit_compile not in ("auto", True, False):
+            raise ValueError(f"jit_compile must be 'auto', True or False; received {jit_compile!r}.")
+        if jit_compile == "auto":
+            jit_compile = keras.backend.backend() != "torch"
+        self.jit_compile = jit_compile
+        self.seed_generator = keras.random.SeedGenerator(seed)
+        self._function = compile_loop(
+            self._generate, model, jit_compile, reduce_retracing=not self.STATIC_INPUT_SHAPES
+        )
+
+    @classmethod
+    def check_model(cls, model):
+        """Raise a `ValueError` unless `model` offers the methods and ids the loop uses."""
+        needed = cls.INTERFACE + ("vocabulary_size", "pad_id", "end_id")
+        missing = [name for name in needed if not hasattr(model, name)]
+        if missing:
+            raise ValueError(
+                f"Generation needs a model with {', '.join(needed)}, such as {cls.MODEL_KIND}; "
+                f"{type(model).__name__} lacks {', '.join(missing)}."
+            )
+
+    def _compiled_step(self, name):
+        """The model's per-step method, under `torch.compile` where asked for."""
+        torch_backend = keras.backend.backend() == "torch"
+        if torch_backend and self.jit_compile and self.use_cache:
+            return torch_compiled_method(self.model, name)
+        return getattr(self.model, name)
+
+    @staticmethod
+    def _read_inputs(inputs, names):
+        """The int32 NumPy arrays `inputs[name]` for `names`, checked to be `(batch, length)` alike."""
+        missing = [name for name in names if name not in inputs]
+        if missing:
+            raise ValueError(f"inputs lack {missing}; received keys {sorted(inputs)}.")
+        arrays = [np.asarray(inputs[name], "int32") for name in names]
+        if arrays[0].ndim != 2 or any(array.shape != arrays[0].shape for array in arrays):
+            raise ValueError(
+                f"{' and '.join(names)} must all be (batch, length); received "
+                f"{[array.shape for array in arrays]}."
+            )
+        return arrays
+
+    def _run(self, *inputs):
+        """The compiled loop on int32 `inputs`: generated ids as int32 NumPy."""
+        tensors = [ops.convert_to_tensor(np.asarray(x, "int32")) for x in inputs]
+        tokens, seed_state = self._function(self.seed_generator.state.value, *tensors)
+        self.seed_generator.state.assign(seed_state)
+        return np.asarray(ops.convert_to_numpy(tokens), "int32")
+
+    def _generate(self, seed_state, *inputs):
+        raise NotImplementedError(f"{type(self).__name__} defines _generate.")
+
+    def _decode(self, next_logits, tokens, caches, offset, seed_state):
+        """The loop: `max_new_tokens` ids written into `tokens` from column `offset`.
+
+        Args:
+            next_logits: `(step index, tokens, caches) -> (logits (rows, vocab), caches)`.
+            tokens: the int32 buffer `(batch * num_beams, offset + max_new_tokens)`.
+            caches: a tuple of per-row tensors the steps update (reordered with the beams).
+            offset: the buffer column of the first new id.
+
+        Returns:
+            `(ids (batch, max_new_tokens), seed_state)`.
+        """
+        steps, beams = self.max_new_tokens, self.num_beams
+        rows = ops.shape(tokens)[0]
+        finished = ops.zeros((rows,), "bool")
+        scores = initial_beam_scores(rows // beams, beams)
+
+        def cond(index, tokens, caches, finished, scores, seed_state):
+            return ops.logical_and(index < steps, ops.logical_not(ops.all(finished)))
+
+        def body(index, tokens, caches, finished, scores, seed_state):
+            logits, caches = next_logits(index, tokens, caches)
+            logits = ops.cast(logits, "float32")
+            if beams > 1:
+                order, next_ids, scores = beam_step(logits, scores, finished, beams, self.pad_id)
+                tokens = ops.take(tokens, order, axis=0)
+                caches = tuple(ops.take(cache, order, axis=0) for cache in caches)
+                finished = ops.take(finished, order, axis=0)
+            else:
+                next_ids, seed_state = next_tokens(
+                    logits, seed_state, self.seed_generator, self.strategy,
+                    temperature=self.temperature, top_k=self.top_k, top_p=self.top_p,
+                )
+            next_ids = ops.where(finished, self.pad_id, ops.cast(next_ids, "int32"))
+            tokens = ops.slice_update(tokens, [0, index + offset], ops.expand_dims(next_ids, 1))
+            finished = ops.logical_or(finished, ops.equal(next_ids, self.end_id))
+            return index + 1, tokens, caches, finished, scores, seed_state
+
+        loop_vars = (ops.convert_to_tensor(0, "int32"), tokens, caches, finished, scores, seed_state)
+        _, tokens, _, _, scores, seed_state = ops.while_loop(cond, body, loop_vars)
+        tokens = tokens[:, offset : offset + steps]
+        if beams > 1:
+            tokens = best_beams(tokens, scores, beams, self.end_id, self.length_penalty)
+        return tokens, seed_state

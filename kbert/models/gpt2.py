@@ -1,0 +1,217 @@
+"""GPT-2, the decoder-only language model of "Language Models are Unsupervised Multitask Learners"."""
+
+import keras
+from keras import ops
+
+from kbert.arguments import positive_int, probability
+from kbert.input_checks import ids, mask
+from kbert.layers.attention_mask import causal_padding_mask
+from kbert.layers.cached_multi_head_attention import CachedMultiHeadAttention
+from kbert.layers.position_embedding import PositionEmbedding
+from kbert.layers.reversible_embedding import ReversibleEmbedding
+from kbert.layers.sublayer_names import FINAL_LAYER_NORM
+from kbert.layers.transformer_encoder import TransformerEncoder
+from kbert.models.backbone import Backbone
+
+# GPT-2's `<|endoftext|>` (the last id of its 50257 tokens) ends, starts and pads text.
+END_ID = 50256
+
+
+def position_ids(padding_mask):
+    """Per-row positions `cumsum(mask) - 1` of a (left-)padded batch; 0 at padding.
+
+    >>> ops.convert_to_numpy(position_ids(ops.convert_to_tensor([[0, 0, 1, 1]]))).tolist()
+    [[0, 0, 0, 1]]
+    """
+    padding_mask = ops.cast(padding_mask, "int32")
+    return ops.maximum(ops.cumsum(padding_mask, axis=1) - 1, 0)
+
+
+@keras.saving.register_keras_serializable(package="kbert")
+class GPT2(Backbone):
+    """The GPT-2 decoder, up to its vocabulary logits (ALGORITHMS.md §7).
+
+    Token and learned position embeddings, a stack of pre-LN
+    `TransformerEncoder` blocks under a causal mask (`x + attn(ln_1(x))`, then
+    `x + mlp(ln_2(x))`, tanh GELU, biases everywhere, scores scaled by
+    `1/sqrt(d)`), a final LayerNorm `ln_f` and an LM head tied to the token
+    table. Positions come from the padding mask (`cumsum(mask) - 1` per row),
+    so a left-padded batch gives each row the outputs of its unpadded text.
+    Weights are drawn from N(0, 0.02), the residual output projections from
+    N(0, 0.02 / sqrt(2 * num_layers)).
+
+    A functional `keras.Model` with dict inputs `token_ids` and
+    `padding_mask` `(batch, length)` and dict outputs `sequence_output` (after
+    `ln_f`) and `logits` `(batch, length, vocabulary_size)`. It owns no loss:
+    `kbert.tasks.CausalLM` trains it and generates with it through
+    `kbert.generation.CausalLMGenerator`, which uses `attention_caches`,
+    `call_with_cache` and `decode`.
+
+    Args:
+        vocabulary_size: rows of the token table (GPT-2: 50257).
+        num_layers: decoder blocks.
+        num_heads: attention heads.
+        hidden_dim: model width.
+        intermediate_dim: feed-forward width (GPT-2: 4 * hidden_dim).
+        max_positions: rows of the position table (GPT-2: 1024).
+        dropout: dropout on the embeddings, residual branches and attention
+            probabilities (GPT-2: 0.1).
+        layer_norm_epsilon: LayerNorm epsilon (1e-5).
+        end_id: the end-of-text id generation stops at (also the pad id).
+        dtype: dtype policy.
+
+    Example:
+    >>> model = GPT2(vocabulary_size=50, num_layers=1, num_heads=2, hidden_dim=8,
+    ...              intermediate_dim=16, max_positions=16, end_id=0)
+    >>> outputs = model({"token_ids": keras.ops.ones((2, 5), "int32"),
+    ...                  "padding_mask": keras.ops.ones((2, 5), "int32")})
+    >>> tuple(outputs["logits"].shape), tuple(outputs["sequence_output"].shape)
+    ((2, 5, 50), (2, 5, 8))
+    """
+
+    INPUT_TABLE = {
+        "token_ids": ids("vocabulary_size", ("batch", "sequence")),
+        "padding_mask": mask(("batch", "sequence")),
+    }
+
+    def __init__(
+        self,
+        vocabulary_size,
+        num_layers,
+        num_heads,
+        hidden_dim,
+        intermediate_dim,
+        max_positions=1024,
+        dropout=0.1,
+        layer_norm_epsilon=1e-5,
+        end_id=END_ID,
+        dtype=None,
+        **kwargs,
+    ):
+        self.vocabulary_size = positive_int("vocabulary_size", vocabulary_size)
+        self.num_layers = positive_int("num_layers", num_layers)
+        self.num_heads = positive_int("num_heads", num_heads)
+        self.hidden_dim = positive_int("hidden_dim", hidden_dim)
+        self.intermediate_dim = positive_int("intermediate_dim", intermediate_dim)
+        self.max_positions = positive_int("max_positions", max_positions)
+        self.dropout = probability("dropout", dropout)
+        self.layer_norm_epsilon = layer_norm_epsilon
+        if not 0 <= end_id < vocabulary_size:
+            raise ValueError(f"end_id must be in [0, {vocabulary_size}); received {end_id}.")
+        if hidden_dim % num_heads:
+            raise ValueError(
+                f"hidden_dim={hidden_dim} is not divisible by num_heads={num_heads}."
+            )
+        self.end_id = int(end_id)
+        self.pad_id = self.end_id
+        self._create_layers(dtype)
+        inputs = {
+            name: keras.Input(shape=(None,), dtype="int32", name=name)
+            for name in ("token_ids", "padding_mask")
+        }
+        outputs = self._forward(inputs["token_ids"], inputs["padding_mask"])
+        super().__init__(inputs=inputs, outputs=outputs, dtype=dtype, **kwargs)
+
+    # --- Layers -----------------------------------------------------------------
+
+    def _create_layers(self, dtype):
+        normal = keras.initializers.RandomNormal(stddev=0.02)
+        residual = keras.initializers.RandomNormal(stddev=0.02 / (2 * self.num_layers) ** 0.5)
+        self.token_embedding = ReversibleEmbedding(
+            self.vocabulary_size, self.hidden_dim, embeddings_initializer=normal, dtype=dtype,
+            name="token_embedding",
+        )
+        self.position_embedding = PositionEmbedding(
+            self.max_positions, initializer=normal, dtype=dtype, name="position_embedding"
+        )
+        self.embedding_dropout = keras.layers.Dropout(self.dropout, dtype=dtype)
+        self.transformer_layers = [
+            TransformerEncoder(
+                num_heads=self.num_heads,
+                intermediate_dim=self.intermediate_dim,
+                dropout=self.dropout,
+                activation="gelu_approximate",
+                layer_norm_epsilon=self.layer_norm_epsilon,
+                normalize_first=True,
+                kernel_initializer=normal,
+                output_kernel_initializer=residual,
+                attention_layer=CachedMultiHeadAttention(
+                    num_heads=self.num_heads,
+                    key_dim=self.hidden_dim // self.num_heads,
+                    dropout=self.dropout,
+                    kernel_initializer=normal,
+                    output_kernel_initializer=residual,
+                    dtype=dtype,
+                    name="attention",
+                ),
+                dtype=dtype,
+                name=f"transformer_layer_{index}",
+            )
+            for index in range(self.num_layers)
+        ]
+        self.final_layer_norm = keras.layers.LayerNormalization(
+            epsilon=self.layer_norm_epsilon, dtype=dtype, name=FINAL_LAYER_NORM
+        )
+
+    # --- Forward ----------------------------------------------------------------
+
+    def _embed(self, token_ids, positions, training):
+        x = self.token_embedding(token_ids)
+        x = x + self.position_embedding(x, positions=positions)
+        return self.embedding_dropout(x, training=training)
+
+    def _head(self, x):
+        sequence_output = self.final_layer_norm(x)
+        return sequence_output, self.token_embedding(sequence_output, reverse=True)
+
+    def _forward(self, token_ids, padding_mask, training=None):
+        """The output dict on whole sequences (no cache)."""
+        x = self._embed(token_ids, position_ids(padding_mask), training)
+        attention_mask = causal_padding_mask(padding_mask)
+        for block in self.transformer_layers:
+            x = block(x, attention_mask=attention_mask, training=training)
+        sequence_output, logits = self._head(x)
+        return {"sequence_output": sequence_output, "logits": logits}
+
+    # --- Pieces for generation ------------------------------------------------
+
+    def decode(self, token_ids, padding_mask):
+        """Logits `(batch, length, vocab)` on whole sequences, no cache and no input checks."""
+        return self._forward(token_ids, padding_mask, training=False)["logits"]
+
+    def attention_caches(self, batch_size, max_length):
+        """Empty key/value caches `(batch, heads, 2, max_length, key_dim)`, one per block."""
+        shape = (batch_size, self.num_heads, 2, max_length, self.hidden_dim // self.num_heads)
+        return tuple(ops.zeros(shape, self.compute_dtype) for _ in self.transformer_layers)
+
+    def call_with_cache(self, token_ids, padding_mask, caches, index, cache_write="functional"):
+        """The tokens at positions `index ..` of a sequence against key/value caches.
+
+        Args:
+            token_ids: `(batch, length)`, the tokens at buffer positions
+                `index .. index + length - 1`.
+            padding_mask: `(batch, max_length)` over the whole buffer the
+                caches cover (future positions may be anything).
+            caches: from `attention_caches` (or the previous call).
+            index: scalar int, the buffer position of the first token.
+            cache_write: `"functional"`, or `"in_place"` for a loop that never
+                reads a cache again after passing it on (see
+                `CachedMultiHeadAttention`).
+
+        Returns:
+            `(logits (batch, length, vocab), updated caches)`.
+        """
+        length = ops.shape(token_ids)[1]
+        positions = ops.slice(
+            position_ids(padding_mask), [0, index], [ops.shape(token_ids)[0], length]
+        )
+        x = self._embed(token_ids, positions, training=False)
+        attention_mask = causal_padding_mask(padding_mask, length, offset=index)
+        updated = []
+        for block, cache in zip(self.transformer_layers, caches):
+            x, cache = block(
+                x, attention_mask=attention_mask, cache=cache, cache_update_index=index,
+                cache_write=cache_write, training=False,
+            )
+            updated.append(cache)
+        return self._head(x)[1], tuple(updated)
