@@ -4,11 +4,14 @@ from kbert.layers.activations import gelu_approximate, get_activation
 from kbert.layers.attention_mask import merge_attention_masks
 from kbert.layers.bigbird_attention import BigBirdAttention
 from kbert.layers.cached_multi_head_attention import CachedMultiHeadAttention
+from kbert.layers.character_cnn import CharacterCNN
+from kbert.layers.highway import Highway
 from kbert.layers.longformer_attention import LongformerAttention
 from kbert.layers.masked_lm_head import MaskedLMHead
 from kbert.layers.multi_head_attention import MultiHeadAttention
 from kbert.layers.pooler import Pooler
 from kbert.layers.position_embedding import PositionEmbedding
+from kbert.layers.projected_lstm import ProjectedLSTM
 from kbert.layers.relative_position_bias import RelativePositionBias
 from kbert.layers.reversible_embedding import ReversibleEmbedding
 from kbert.layers.rms_normalization import RMSNormalization
@@ -24,6 +27,8 @@ __all__ = [
     "BigBirdAttention",
     "LongformerAttention",
     "CachedMultiHeadAttention",
+    "CharacterCNN",
+    "Highway",
     "RMSNormalization",
     "ScalarMix",
     "RelativePositionBias",
@@ -32,6 +37,7 @@ __all__ = [
     "MultiHeadAttention",
     "Pooler",
     "PositionEmbedding",
+    "ProjectedLSTM",
     "ReversibleEmbedding",
     "SpanBoundaryHead",
     "T5EncoderBlock",
