@@ -1,9 +1,11 @@
 """Backbones and the builder functions users call."""
 
+from kbert.models.elmo import ELMo
 from kbert.models.encoder import ATTENTION_LAYERS, Encoder
 from kbert.models.backbone_internals import BackboneInternals
 from kbert.models.long_context import to_long_context
 from kbert.models.presets import (
+    ELMO_PRESETS,
     PRESETS,
     T5_PRESETS,
     albert_base,
@@ -25,6 +27,8 @@ from kbert.models.presets import (
     electra_large_generator,
     electra_small,
     electra_small_generator,
+    elmo_original,
+    elmo_small,
     longformer_base,
     roberta_base,
     roberta_large,

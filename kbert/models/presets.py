@@ -4,7 +4,7 @@ Every builder returns a randomly initialised model and takes keyword
 overrides of any of its constructor's arguments: `bert_base(num_layers=6,
 dropout=0.0)` builds an `Encoder`, `t5_small(num_layers=2)` a `T5`.
 `build("bert_base", ...)` reads the same tables, `PRESETS` (the encoders) and
-`T5_PRESETS`. Parameter counts are those of the published models (with the
+`T5_PRESETS`, and ELMo's, `ELMO_PRESETS`. Parameter counts are those of the published models (with the
 pooler where the published model has one; T5's from the reference library's
 configs, ALGORITHMS.md §8) and are tested.
 """
@@ -12,6 +12,8 @@ configs, ALGORITHMS.md §8) and are tested.
 import difflib
 
 from kbert.arguments import no_unknown_keywords
+from kbert.layers.character_cnn import ELMO_FILTERS
+from kbert.models.elmo import ELMo
 from kbert.models.encoder import Encoder
 from kbert.models.t5 import T5
 from kbert.serialization import constructor_arguments
@@ -110,8 +112,15 @@ T5_PRESETS = {
     "t5_v1_1_base": {**_T5_V1_1, **_size(12, 768, 12, 2048)},
 }
 
+# ELMo (AllenNLP's elmo_2x4096_512_2048cnn_2xhighway "original" options) and a
+# small biLM for CPU runs: a quarter of the width, the first five filter banks.
+ELMO_PRESETS = {
+    "elmo_original": dict(hidden_dim=512, cell_dim=4096, num_layers=2, filters=ELMO_FILTERS),
+    "elmo_small": dict(hidden_dim=128, cell_dim=512, num_layers=2, filters=ELMO_FILTERS[:5]),
+}
+
 # The model class each table builds.
-_TABLES = ((Encoder, PRESETS), (T5, T5_PRESETS))
+_TABLES = ((Encoder, PRESETS), (T5, T5_PRESETS), (ELMo, ELMO_PRESETS))
 
 
 def build(name, **overrides):
@@ -278,3 +287,19 @@ def t5_v1_1_small(**overrides):
 def t5_v1_1_base(**overrides):
     """T5 v1.1-Base (12+12 layers, d 768, 12 heads, gated GELU, untied): 247,577,856 parameters."""
     return build("t5_v1_1_base", **overrides)
+
+
+def elmo_original(**overrides):
+    """ELMo "original" (2 x 4096 cells projected to 512, 2048 char-CNN features, 2 highway).
+
+    93,600,864 parameters: AllenNLP's 93.6M, softmax excluded.
+    """
+    return build("elmo_original", **overrides)
+
+
+def elmo_small(**overrides):
+    """A small ELMo for CPU runs (2 x 512 cells projected to 128, 512 char-CNN features).
+
+    3,521,760 parameters.
+    """
+    return build("elmo_small", **overrides)
