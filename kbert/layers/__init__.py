@@ -5,11 +5,14 @@ from kbert.layers.attention_mask import merge_attention_masks
 from kbert.layers.bigbird_attention import BigBirdAttention
 from kbert.layers.cached_multi_head_attention import CachedMultiHeadAttention
 from kbert.layers.fused_dense import FusedDense
+from kbert.layers.character_cnn import CharacterCNN
+from kbert.layers.highway import Highway
 from kbert.layers.longformer_attention import LongformerAttention
 from kbert.layers.masked_lm_head import MaskedLMHead
 from kbert.layers.multi_head_attention import MultiHeadAttention
 from kbert.layers.pooler import Pooler
 from kbert.layers.position_embedding import PositionEmbedding
+from kbert.layers.projected_lstm import ProjectedLSTM
 from kbert.layers.relative_position_bias import RelativePositionBias
 from kbert.layers.reversible_embedding import ReversibleEmbedding
 from kbert.layers.rms_normalization import RMSNormalization
@@ -26,6 +29,8 @@ __all__ = [
     "LongformerAttention",
     "CachedMultiHeadAttention",
     "FusedDense",
+    "CharacterCNN",
+    "Highway",
     "RMSNormalization",
     "ScalarMix",
     "RelativePositionBias",
@@ -34,6 +39,7 @@ __all__ = [
     "MultiHeadAttention",
     "Pooler",
     "PositionEmbedding",
+    "ProjectedLSTM",
     "ReversibleEmbedding",
     "SpanBoundaryHead",
     "T5EncoderBlock",

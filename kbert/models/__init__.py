@@ -1,10 +1,12 @@
 """Backbones and the builder functions users call."""
 
+from kbert.models.elmo import ELMo
 from kbert.models.encoder import ATTENTION_LAYERS, Encoder
 from kbert.models.backbone_internals import BackboneInternals
 from kbert.models.long_context import to_long_context
 from kbert.models.presets import (
     GPT2_PRESETS,
+    ELMO_PRESETS,
     PRESETS,
     T5_PRESETS,
     albert_base,
@@ -29,6 +31,8 @@ from kbert.models.presets import (
     gpt2_base,
     gpt2_large,
     gpt2_medium,
+    elmo_original,
+    elmo_small,
     longformer_base,
     roberta_base,
     roberta_large,

@@ -4,14 +4,16 @@ Every builder returns a randomly initialised model and takes keyword
 overrides of any of its constructor's arguments: `bert_base(num_layers=6,
 dropout=0.0)` builds an `Encoder`, `t5_small(num_layers=2)` a `T5`.
 `build("bert_base", ...)` reads the same tables, `PRESETS` (the encoders),
-`T5_PRESETS` and `GPT2_PRESETS`. Parameter counts are those of the published models (with the
-pooler where the published model has one; T5's from the reference library's
-configs, ALGORITHMS.md §8) and are tested.
+`T5_PRESETS`, `GPT2_PRESETS` and `ELMO_PRESETS`. Parameter counts are those of
+the published models (with the pooler where the published model has one; T5's
+from the reference library's configs, ALGORITHMS.md §8) and are tested.
 """
 
 import difflib
 
 from kbert.arguments import no_unknown_keywords
+from kbert.layers.character_cnn import ELMO_FILTERS
+from kbert.models.elmo import ELMo
 from kbert.models.encoder import Encoder
 from kbert.models.gpt2 import GPT2
 from kbert.models.t5 import T5
@@ -118,9 +120,15 @@ GPT2_PRESETS = {
     "gpt2_medium": {**_GPT2, **_size(24, 1024, 16)},
     "gpt2_large": {**_GPT2, **_size(36, 1280, 20)},
 }
+# ELMo (AllenNLP's elmo_2x4096_512_2048cnn_2xhighway "original" options) and a
+# small biLM for CPU runs: a quarter of the width, the first five filter banks.
+ELMO_PRESETS = {
+    "elmo_original": dict(hidden_dim=512, cell_dim=4096, num_layers=2, filters=ELMO_FILTERS),
+    "elmo_small": dict(hidden_dim=128, cell_dim=512, num_layers=2, filters=ELMO_FILTERS[:5]),
+}
 
 # The model class each table builds.
-_TABLES = ((Encoder, PRESETS), (T5, T5_PRESETS), (GPT2, GPT2_PRESETS))
+_TABLES = ((Encoder, PRESETS), (T5, T5_PRESETS), (GPT2, GPT2_PRESETS), (ELMo, ELMO_PRESETS))
 
 
 def build(name, **overrides):
@@ -303,3 +311,19 @@ def gpt2_medium(**overrides):
 def gpt2_large(**overrides):
     """GPT-2 large (L36 H1280 A20, tied head): 774,030,080 parameters."""
     return build("gpt2_large", **overrides)
+
+
+def elmo_original(**overrides):
+    """ELMo "original" (2 x 4096 cells projected to 512, 2048 char-CNN features, 2 highway).
+
+    93,600,864 parameters: AllenNLP's 93.6M, softmax excluded.
+    """
+    return build("elmo_original", **overrides)
+
+
+def elmo_small(**overrides):
+    """A small ELMo for CPU runs (2 x 512 cells projected to 128, 512 char-CNN features).
+
+    3,521,760 parameters.
+    """
+    return build("elmo_small", **overrides)

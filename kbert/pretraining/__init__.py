@@ -12,6 +12,8 @@ pretrainer models run on the Keras backend.
 
 from kbert.pretraining.adam_w import AdamW
 from kbert.pretraining.bert_pretrainer import BertPretrainer
+from kbert.pretraining.bilm_dataset import bilm_dataset, learn_word_vocabulary
+from kbert.pretraining.bilm_pretrainer import BiLMPretrainer
 from kbert.pretraining.distillation_trainer import DistillationTrainer, init_student_from_teacher
 from kbert.pretraining.electra_pretrainer import ElectraPretrainer
 from kbert.pretraining.masked_lm_masker import MaskedLMMasker
@@ -28,6 +30,7 @@ __all__ = [
     "OBJECTIVES",
     "AdamW",
     "BertPretrainer",
+    "BiLMPretrainer",
     "DistillationTrainer",
     "ElectraPretrainer",
     "MaskedLMMasker",
@@ -36,9 +39,11 @@ __all__ = [
     "SpanCorruption",
     "SpanMasker",
     "WarmupLinearDecay",
+    "bilm_dataset",
     "create_optimizer",
     "full_sentences",
     "init_student_from_teacher",
+    "learn_word_vocabulary",
     "nsp_pairs",
     "pretraining_dataset",
     "read_documents",

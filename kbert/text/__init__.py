@@ -1,4 +1,5 @@
-"""Text to model inputs: BERT's WordPiece tokenizer, vocabulary learning, segment packing.
+"""Text to model inputs: BERT's WordPiece tokenizer, vocabulary learning, segment packing,
+ELMo's character ids.
 
 This package runs on TensorFlow and tensorflow-text whatever the Keras backend
 (the text pipeline lives in `tf.data`), so `import kbert` does not import it:
@@ -11,6 +12,7 @@ import `kbert.text` where text is processed.
 [2, 5, 6, 3, 0, 0]
 """
 
+from kbert.text.character_ids import MAX_CHARACTERS, character_ids, split_words, word_character_ids
 from kbert.text.segment_packer import SegmentPacker
 from kbert.text.sentence_piece_tokenizer import SentencePieceTokenizer, train_sentence_piece
 from kbert.text.word_piece_tokenizer import WordPieceTokenizer
@@ -19,7 +21,10 @@ from kbert.text.word_piece_vocabulary import learn_word_piece_vocabulary
 __all__ = [
     "SegmentPacker",
     "SentencePieceTokenizer",
+    "character_ids",
     "WordPieceTokenizer",
     "learn_word_piece_vocabulary",
+    "split_words",
     "train_sentence_piece",
+    "word_character_ids",
 ]

@@ -95,6 +95,15 @@ def test_build_reads_the_t5_table_too():
     assert model.num_layers == 1 and model.use_gated_activation and model.lm_head is not None
 
 
+def test_build_reads_the_elmo_table_too():
+    model = kbert.models.build("elmo_small", num_layers=1, hidden_dim=16, cell_dim=32)
+    assert isinstance(model, kbert.models.ELMo) and model.name == "elmo_small"
+    assert (model.num_layers, len(model.forward_layers), model.cell_clip) == (1, 1, 3.0)
+    assert set(kbert.models.ELMO_PRESETS) == {"elmo_original", "elmo_small"}  # counts: test_elmo.py
+    with pytest.raises(TypeError, match="Unknown argument.*\\(ELMo\\): vocabulary_size"):
+        kbert.models.elmo_small(vocabulary_size=100)
+
+
 def test_albert_shares_one_block():
     model = kbert.models.albert_base(num_layers=3, vocabulary_size=100)
     assert len({id(layer) for layer in model.transformer_layers}) == 1
