@@ -8,6 +8,7 @@ from kbert.arguments import non_negative_int, positive_int
 from kbert.layers.multi_head_attention import MultiHeadAttention
 from kbert.layers.sparse_attention import (
     attend_blocks,
+    attention_with_pattern,
     group_blocks,
     map_groups,
     padded_key_mask,
@@ -44,6 +45,11 @@ class BigBirdAttention(MultiHeadAttention):
     Short sequences: like the reference (`transformers` BigBird), a sequence of
     `n <= (5 + 2·num_random_blocks)·block_size` tokens (704 with the defaults)
     takes full attention; `attention_pattern(n)` is then all True.
+
+    Asked for its probabilities (`return_probabilities=True`), it computes the
+    same attention densely with `attention_pattern(n)` as a mask and returns
+    them as a dense `(batch, heads, n, n)` map, 0 outside the pattern, for
+    sequences of at most `sparse_attention.DENSE_PROBABILITIES_MAX_LENGTH` tokens.
 
     Self-attention with a `padding_mask` only: `value`/`key` inputs and an
     `attention_mask` are rejected, and the sequence length must be static.
@@ -151,6 +157,16 @@ class BigBirdAttention(MultiHeadAttention):
             [global_context[:, :b], middle_context, global_context[:, b:]], axis=1
         )
         return context[:, :n]
+
+    def attend_with_probabilities(self, query, key, value, mask=None, training=None):
+        """The same attention computed densely with `attention_pattern(n)` as a mask.
+
+        Returns `(context, probabilities)`, the probabilities a dense
+        `(batch, heads, n, n)` map, 0 outside the pattern; for sequences of at
+        most `sparse_attention.DENSE_PROBABILITIES_MAX_LENGTH` tokens.
+        """
+        pattern = self.attention_pattern(static_length(self, query))
+        return attention_with_pattern(self, query, key, value, mask, pattern, training)
 
     def _padded(self, x, length):
         """`(batch, n, heads, dim)` padded with zeros to `length` tokens."""

@@ -9,6 +9,7 @@ from kbert.arguments import positive_int
 from kbert.layers.multi_head_attention import MultiHeadAttention
 from kbert.layers.sparse_attention import (
     attend_blocks,
+    attention_with_pattern,
     check_self_attention,
     group_blocks,
     map_groups,
@@ -73,6 +74,11 @@ class LongformerAttention(MultiHeadAttention):
         padding_mask: 0/1 `(batch, sequence)`.
         global_attention_mask: optional 0/1 `(batch, sequence)`: 1 for global tokens.
         training: whether attention dropout is active.
+        return_probabilities: also return the attention probabilities, a
+            dense `(batch, heads, n, n)` map (0 outside the window and the
+            global tokens; global rows are those of the global projections),
+            computed densely for sequences of at most
+            `sparse_attention.DENSE_PROBABILITIES_MAX_LENGTH` tokens.
 
     Example:
     >>> attention = LongformerAttention(num_heads=2, key_dim=4, window=3)
@@ -140,6 +146,7 @@ class LongformerAttention(MultiHeadAttention):
         attention_mask=None,
         training=None,
         global_attention_mask=None,
+        return_probabilities=False,
     ):
         check_self_attention(
             self,
@@ -151,26 +158,18 @@ class LongformerAttention(MultiHeadAttention):
             global_attention_mask=global_attention_mask,
         )
         if global_attention_mask is None:
-            return super().call(query, padding_mask=padding_mask, training=training)
+            return super().call(
+                query, padding_mask=padding_mask, training=training,
+                return_probabilities=return_probabilities,
+            )
         n = static_length(self, query)
-        q = self.split_heads(self.query_dense(query), self.key_dim)
-        k = self.split_heads(self.key_dense(query), self.key_dim)
-        v = self.split_heads(self.value_dense(query), self.value_dim)
+        q, k, v = self._heads(query, "")
         real = padded_key_mask(query, padding_mask, n, n)
-        is_global = ops.logical_and(ops.cast(global_attention_mask, "bool"), real)
-        self._check_global_count(is_global)
-
-        # The first g global positions, in a fixed number of slots.
-        g = min(self.max_global_tokens, n)
-        order = ops.where(is_global, 2.0 * n, 0.0) - ops.arange(n, dtype="float32")[None, :]
-        _, slots = ops.top_k(order, k=g)  # (batch, g): global positions first, in order
-        slot_valid = ops.take_along_axis(is_global, slots, axis=1)
-        # one_hot[b, i, s]: position i sits in valid slot s.
-        one_hot = ops.logical_and(
-            ops.equal(slots[:, None, :], ops.arange(n, dtype=slots.dtype)[None, :, None]),
-            slot_valid[:, None, :],
-        )
+        slots, slot_valid, one_hot = self._global_slots(real, global_attention_mask)
         is_global = ops.any(one_hot, axis=-1)  # those beyond g act as local tokens
+        if return_probabilities:
+            return self._call_with_probabilities(query, (q, k, v), real, is_global, training)
+        g = slots.shape[1]
 
         def gather(x):  # (batch, n, ...) -> (batch, g, ...)
             index = ops.reshape(slots, (-1, g) + (1,) * (len(x.shape) - 2))
@@ -193,8 +192,58 @@ class LongformerAttention(MultiHeadAttention):
         global_context = super().attend(q_global, k_global, v_global, mask=mask, training=training)
         placed = ops.einsum("bns,bshd->bnhd", ops.cast(one_hot, global_context.dtype), global_context)
         context = ops.where(is_global[:, :, None, None], placed, context)
-        context = ops.reshape(context, (-1, n, self.num_heads * self.value_dim))
-        return self.output_dense(context)
+        return self._output(context)
+
+    def _heads(self, query, suffix):
+        """The query, key and value heads `(batch, n, heads, dim)` of the projections `<name><suffix>`."""
+        return tuple(
+            self.split_heads(getattr(self, f"{name}{suffix}_dense")(query), dim)
+            for name, dim in (("query", self.key_dim), ("key", self.key_dim), ("value", self.value_dim))
+        )
+
+    def _output(self, context):
+        """The output projection of the `(batch, n, heads, value_dim)` context."""
+        return self.output_dense(ops.reshape(context, (-1, context.shape[1], self.num_heads * self.value_dim)))
+
+    def _global_slots(self, real, global_attention_mask):
+        """`(slots, slot_valid, one_hot)`: the first `g` global positions, in a fixed number of slots.
+
+        `slots` int `(batch, g)` (global positions first, in order),
+        `slot_valid` bool `(batch, g)`, `one_hot[b, i, s]`: position `i` sits
+        in valid slot `s`; `g = min(max_global_tokens, n)`.
+        """
+        n = real.shape[1]
+        is_global = ops.logical_and(ops.cast(global_attention_mask, "bool"), real)
+        self._check_global_count(is_global)
+        g = min(self.max_global_tokens, n)
+        order = ops.where(is_global, 2.0 * n, 0.0) - ops.arange(n, dtype="float32")[None, :]
+        _, slots = ops.top_k(order, k=g)
+        slot_valid = ops.take_along_axis(is_global, slots, axis=1)
+        one_hot = ops.logical_and(
+            ops.equal(slots[:, None, :], ops.arange(n, dtype=slots.dtype)[None, :, None]),
+            slot_valid[:, None, :],
+        )
+        return slots, slot_valid, one_hot
+
+    def _call_with_probabilities(self, query, local_heads, real, is_global, training):
+        """`(outputs, probabilities)`: the global-token attention computed densely.
+
+        Local rows attend to their window and every global token, global rows
+        (with the global projections) to every real key; the probabilities
+        come as a dense `(batch, heads, n, n)` map, 0 outside the pattern.
+        """
+        window = self.attention_pattern(query.shape[1])[None]
+        local_mask = ops.logical_or(window, is_global[:, None, None, :])
+        keys = real[:, None, None, :]
+        context, probabilities = attention_with_pattern(
+            self, *local_heads, keys, local_mask, training
+        )
+        global_context, global_probabilities = attention_with_pattern(
+            self, *self._heads(query, "_global"), keys, ops.ones_like(local_mask), training
+        )
+        context = ops.where(is_global[:, :, None, None], global_context, context)
+        probabilities = ops.where(is_global[:, None, :, None], global_probabilities, probabilities)
+        return self._output(context), probabilities
 
     def _check_global_count(self, is_global):
         if not is_eager_tensor(is_global):
@@ -205,6 +254,16 @@ class LongformerAttention(MultiHeadAttention):
                 f"A sequence has {int(counts.max())} global tokens; this "
                 f"LongformerAttention takes at most max_global_tokens={self.max_global_tokens}."
             )
+
+    def attend_with_probabilities(self, query, key, value, mask=None, training=None):
+        """The window attention computed densely with `attention_pattern(n)` as a mask.
+
+        Returns `(context, probabilities)`, the probabilities a dense `(batch,
+        heads, n, n)` map, 0 outside the window; for sequences of at most
+        `sparse_attention.DENSE_PROBABILITIES_MAX_LENGTH` tokens.
+        """
+        pattern = self.attention_pattern(static_length(self, query))
+        return attention_with_pattern(self, query, key, value, mask, pattern, training)
 
     def attend(self, query, key, value, mask=None, training=None):
         """Sliding-window kernel without global tokens; `mask` is the `(batch, 1, 1, n)` padding mask."""

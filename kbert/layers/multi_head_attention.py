@@ -47,7 +47,8 @@ class MultiHeadAttention(keras.layers.Layer):
         return_probabilities: also return the attention probabilities
             `(batch, heads, query_length, key_length)` the output was made with
             (after dropout), computed explicitly; the default path keeps the
-            fused kernel. Dense attention only.
+            fused kernel. Sparse layers return them as a dense map, 0 outside
+            their pattern, for short sequences (`sparse_attention.attention_with_pattern`).
 
     Example:
     >>> attention = MultiHeadAttention(num_heads=2, key_dim=4)
@@ -166,15 +167,7 @@ class MultiHeadAttention(keras.layers.Layer):
 
     def attend_with_probabilities(self, query, key, value, mask=None, training=None):
         """`attend` computed explicitly: `(context, probabilities (batch, heads, query, key))`."""
-        self._check_returns_probabilities()
         return self._explicit_attention(query, key, value, mask, None, training)
-
-    def _check_returns_probabilities(self):
-        if self.self_attention_only:
-            raise ValueError(
-                f"{type(self).__name__} returns no attention probabilities: only dense "
-                "attention does."
-            )
 
     def attend(self, query, key, value, mask=None, training=None):
         """The scoring kernel: softmax attention of projected heads.
@@ -229,7 +222,6 @@ class MultiHeadAttention(keras.layers.Layer):
         output = keras.KerasTensor(self.compute_output_shape(query.shape), self.compute_dtype)
         if not return_probabilities:
             return output
-        self._check_returns_probabilities()
         keys = key if key is not None else value if value is not None else query
         return output, probabilities_spec(query, keys, self.num_heads, self.compute_dtype)
 

@@ -9,6 +9,10 @@ from keras import ops
 # length, and the layer's memory is O(n·d) besides. (Unrolled groups would not
 # do: XLA's CPU scheduler interleaves them and keeps them all alive at once.)
 GROUP_QUERIES = 1024
+# The longest sequence whose attention probabilities a sparse layer returns on
+# request: they come as one dense `(batch, heads, n, n)` map (the pattern's
+# zeros included), for analysing short inputs.
+DENSE_PROBABILITIES_MAX_LENGTH = 4096
 
 
 def group_blocks(num_blocks, block_queries):
@@ -134,6 +138,36 @@ def static_length(layer, x):
             "pattern is planned per length); received an input of unknown length."
         )
     return int(length)
+
+
+def attention_with_pattern(layer, query, key, value, mask, pattern, training):
+    """`(context, probabilities)`: dense attention restricted to a sparse pattern, explicitly.
+
+    What a sparse layer returns when asked for its probabilities: the same
+    result as its kernel, with the probabilities as a dense `(batch, heads, n,
+    n)` map, 0 outside the pattern and on padding keys (a padding query with
+    no real key in its pattern gets a row of zeros).
+
+    Args:
+        layer: the sparse `MultiHeadAttention` subclass.
+        query, key, value: `(batch, n, heads, dim)`.
+        mask: bool, broadcastable to `(batch, heads, n, n)`, or None.
+        pattern: bool `(heads, n, n)` NumPy (the layer's `attention_pattern`)
+            or a tensor broadcastable to `(batch, heads, n, n)`.
+        training: whether attention dropout is active.
+    """
+    n = static_length(layer, query)
+    if n > DENSE_PROBABILITIES_MAX_LENGTH:
+        raise ValueError(
+            f"{type(layer).__name__} returns its attention probabilities as a dense map for "
+            f"sequences of at most {DENSE_PROBABILITIES_MAX_LENGTH} tokens; received {n}."
+        )
+    pattern = ops.convert_to_tensor(pattern)
+    if len(pattern.shape) == 3:
+        pattern = pattern[None]
+    mask = pattern if mask is None else ops.logical_and(ops.cast(mask, "bool"), pattern)
+    context, probabilities = layer._explicit_attention(query, key, value, mask, None, training)
+    return context, ops.where(mask, probabilities, ops.zeros_like(probabilities))
 
 
 def padded_key_mask(x, mask, length, padded_length):

@@ -15,7 +15,8 @@ class BackboneInternals(keras.Model):
     - an `Encoder`: `hidden_states` `(batch, num_layers + 1, sequence,
       hidden)`, the embeddings then each block's output (before a pre-LN
       encoder's final LayerNorm); `attention_probabilities` `(batch,
-      num_layers, heads, sequence, sequence)` (dense attention only);
+      num_layers, heads, sequence, sequence)` (sparse attention: a dense
+      map, 0 outside its pattern, for short sequences);
     - a `T5`: `encoder_hidden_states`, `decoder_hidden_states`,
       `encoder_attention_probabilities`, `decoder_attention_probabilities`
       and `cross_attention_probabilities` (see `T5.run_layers`).

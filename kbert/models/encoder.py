@@ -260,13 +260,11 @@ class Encoder(Backbone):
         """This encoder's layers as a model that also returns what happens inside.
 
         See `kbert.models.BackboneInternals`; the encoder itself keeps its
-        outputs and its fused attention kernel.
+        outputs and its fused attention kernel. Sparse attention (BigBird,
+        Longformer) gives its probabilities as a dense map, 0 outside its
+        pattern, for sequences of at most
+        `kbert.layers.sparse_attention.DENSE_PROBABILITIES_MAX_LENGTH` tokens.
         """
-        if attention_probabilities and self.attention != "dense":
-            raise ValueError(
-                f"An encoder with {self.attention!r} attention returns no attention "
-                "probabilities: only dense attention does."
-            )
         return BackboneInternals(self, hidden_states, attention_probabilities)
 
     # --- Calls ------------------------------------------------------------------

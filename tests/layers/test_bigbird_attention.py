@@ -66,8 +66,9 @@ def test_standard(check, tmp_path):
     run_standard_check(check, sparse_case(), tmp_path)
 
 
-def np_masked_attention(layer, x, head_masks):
-    """Dense multi-head attention with a per-head bool mask `(batch, heads, n, n)`."""
+def np_masked_attention(layer, x, head_masks, with_probabilities=False):
+    """Dense multi-head attention with a per-head bool mask `(batch, heads, n, n)`
+    (and its probabilities)."""
     weights = attention_weights(layer)
     batch, n, _ = x.shape
     x = x.astype(np.float64)
@@ -78,17 +79,42 @@ def np_masked_attention(layer, x, head_masks):
     scores = np.einsum("bqnh,bknh->bnqk", heads("query"), heads("key")) / np.sqrt(KEY_DIM)
     probabilities = np_softmax(np.where(head_masks, scores, -np.inf))
     context = np.einsum("bnqk,bknh->bqnh", probabilities, heads("value"))
-    return np_dense(context.reshape(batch, n, HEADS * KEY_DIM), *weights["output"])
+    outputs = np_dense(context.reshape(batch, n, HEADS * KEY_DIM), *weights["output"])
+    return (outputs, probabilities) if with_probabilities else outputs
 
 
-def reference(layer, x, padding):
+def reference(layer, x, padding, with_probabilities=False):
     n = x.shape[1]
     if n <= (5 + 2 * RANDOM) * BLOCK:
         pattern = np.ones((HEADS, n, n), bool)
     else:
         pattern = np_itc_pattern(layer.random_plan(n), n, BLOCK)
     keys = np.ones(x.shape[:2], bool) if padding is None else padding.astype(bool)
-    return np_masked_attention(layer, x, pattern[None] & keys[:, None, None, :])
+    return np_masked_attention(layer, x, pattern[None] & keys[:, None, None, :], with_probabilities)
+
+
+@pytest.mark.parametrize("length, lengths", [(LENGTH, [LENGTH, 12]), (14, [14, 9])])
+def test_probabilities_are_the_dense_map_of_the_block_pattern(length, lengths):
+    """Asked for, the probabilities come as a dense map equal to the NumPy reference of the
+    pattern (0 outside it), and the outputs stay those of the sparse kernel."""
+    rng = np.random.default_rng(length)
+    layer = make_layer()
+    x = random_floats(rng, (BATCH, length, HIDDEN))
+    padding = padding_mask(lengths, length)
+    outputs, probabilities = to_numpy(layer(x, padding_mask=padding, return_probabilities=True))
+    expected_outputs, expected_probabilities = reference(layer, x, padding, with_probabilities=True)
+    np.testing.assert_allclose(probabilities, expected_probabilities, atol=1e-6, rtol=0)
+    np.testing.assert_allclose(outputs, expected_outputs, atol=1e-5, rtol=0)
+    np.testing.assert_allclose(outputs, to_numpy(layer(x, padding_mask=padding)), atol=1e-5, rtol=0)
+    if length > layer.full_attention_length:
+        assert np.all(probabilities[:, ~layer.attention_pattern(length)] == 0)
+
+
+def test_probabilities_of_long_sequences_are_refused(monkeypatch):
+    monkeypatch.setattr(sparse_attention, "DENSE_PROBABILITIES_MAX_LENGTH", 16)
+    layer = make_layer()
+    with pytest.raises(ValueError, match="dense map for sequences of at most 16 tokens; received 19"):
+        layer(np.ones((1, LENGTH, HIDDEN), "float32"), return_probabilities=True)
 
 
 @pytest.mark.parametrize(

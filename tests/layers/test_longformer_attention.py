@@ -73,8 +73,12 @@ def weights_of(layer):
     return {name: dense_weights(getattr(layer, f"{name}_dense")) for name in PROJECTIONS}
 
 
-def np_longformer(layer, x, padding=None, global_positions=None, dilations=None):
-    """NumPy reference; `global_positions[b]` lists the global tokens of sequence b."""
+def np_longformer(layer, x, padding=None, global_positions=None, dilations=None,
+                  with_probabilities=False):
+    """NumPy reference; `global_positions[b]` lists the global tokens of sequence b.
+
+    With `with_probabilities`, also the dense `(batch, heads, n, n)` probabilities:
+    the global projections' rows for global tokens, the window's for the others."""
     weights = weights_of(layer)
     batch, n, _ = x.shape
     dilations = dilations or [1] * HEADS
@@ -92,16 +96,19 @@ def np_longformer(layer, x, padding=None, global_positions=None, dilations=None)
     def attention(suffix, mask):
         scores = np.einsum("bqnh,bknh->bnqk", heads("query" + suffix), heads("key" + suffix))
         probabilities = np_softmax(np.where(mask, scores / np.sqrt(KEY_DIM), -np.inf))
-        return np.einsum("bnqk,bknh->bqnh", probabilities, heads("value" + suffix))
+        return np.einsum("bnqk,bknh->bqnh", probabilities, heads("value" + suffix)), probabilities
 
     distance = np.arange(n)[:, None] - np.arange(n)[None, :]
     window = np.stack([(np.abs(distance) <= WINDOW * d) & (distance % d == 0) for d in dilations])
     local_mask = (window[None] | is_global[:, None, None, :]) & real[:, None, None, :]
-    context = attention("", local_mask)
+    context, probabilities = attention("", local_mask)
     if global_positions is not None:
-        global_context = attention("_global", np.broadcast_to(real[:, None, None, :], local_mask.shape))
+        global_context, global_probabilities = attention(
+            "_global", np.broadcast_to(real[:, None, None, :], local_mask.shape))
         context = np.where(is_global[:, :, None, None], global_context, context)
-    return np_dense(context.reshape(batch, n, HEADS * KEY_DIM), *weights["output"])
+        probabilities = np.where(is_global[:, None, :, None], global_probabilities, probabilities)
+    outputs = np_dense(context.reshape(batch, n, HEADS * KEY_DIM), *weights["output"])
+    return (outputs, probabilities) if with_probabilities else outputs
 
 
 @pytest.mark.parametrize(
@@ -131,6 +138,31 @@ def test_equals_dense_attention_with_the_window_and_global_mask(
     # A padding query whose window holds no real key has no dense reference.
     real = np.ones((BATCH, length), bool) if padding is None else padding.astype(bool)
     np.testing.assert_allclose(outputs[real], expected[real], atol=1e-5, rtol=0)
+
+
+@pytest.mark.parametrize(
+    "dilation, global_positions",
+    [(2, None), (1, [[0], [0, 5]]), ([1, 2], [[0, 12], []])],
+)
+def test_probabilities_are_the_dense_map_of_the_window_and_global_tokens(dilation, global_positions):
+    """Asked for, the probabilities come as a dense map equal to the NumPy reference (0 outside
+    the window and the global tokens), and the outputs stay those of the sparse kernel."""
+    rng = np.random.default_rng(3)
+    layer = make_layer(dilation=dilation)
+    x = random_floats(rng, (BATCH, LENGTH, HIDDEN))
+    kwargs = {"padding_mask": padding_mask([LENGTH, 9], LENGTH)}
+    if global_positions is not None:
+        kwargs["global_attention_mask"] = global_mask(global_positions)
+    outputs, probabilities = to_numpy(layer(x, **kwargs, return_probabilities=True))
+    with np.errstate(invalid="ignore"):  # padding queries with no real key: NaN rows, not compared
+        expected_outputs, expected_probabilities = np_longformer(
+            layer, x, kwargs["padding_mask"], global_positions, layer.head_dilations,
+            with_probabilities=True)
+    real = kwargs["padding_mask"].astype(bool)  # a padding query may see no real key in its window
+    np.testing.assert_allclose(probabilities.transpose(0, 2, 1, 3)[real],
+                               expected_probabilities.transpose(0, 2, 1, 3)[real], atol=1e-6, rtol=0)
+    np.testing.assert_allclose(outputs[real], expected_outputs[real], atol=1e-5, rtol=0)
+    np.testing.assert_allclose(outputs[real], to_numpy(layer(x, **kwargs))[real], atol=1e-5, rtol=0)
 
 
 @pytest.mark.parametrize("group_queries", [1024, WINDOW])

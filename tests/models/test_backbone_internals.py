@@ -79,13 +79,25 @@ def test_pre_ln_hidden_states_come_before_the_final_layer_norm():
 
 @pytest.mark.parametrize("attention, kwargs", [("bigbird", {"block_size": 2, "num_random_blocks": 1}),
                                                ("longformer", {"window": 3})])
-def test_sparse_encoders_give_hidden_states_and_refuse_probabilities(attention, kwargs):
+def test_sparse_encoders_give_their_probabilities_as_a_dense_map(attention, kwargs):
+    """Each layer's map is its attention layer's own (checked against NumPy in the layer tests)
+    on that layer's input: sparse (zeros outside the pattern), rows summing to 1."""
     encoder = kbert.models.Encoder(**TINY, attention=attention, attention_kwargs=kwargs, dropout=0.0)
-    with pytest.raises(ValueError, match=f"{attention!r} attention returns no attention probabilities"):
-        encoder.with_internals()
-    outputs = encoder.with_internals(attention_probabilities=False)(batch())
-    np.testing.assert_allclose(to_numpy(outputs["hidden_states"][:, -1]),
-                               to_numpy(encoder(batch())["sequence_output"]), atol=1e-5)
+    inputs = {name: np.tile(value, (1, 3))[:, :20] for name, value in batch().items()}
+    inputs["padding_mask"][1, 15:] = 0  # 20 tokens: 10 BigBird blocks, beyond full attention
+    outputs = encoder.with_internals()(inputs)
+    real = inputs["padding_mask"].astype(bool)  # a padding query may see no real key in its window
+    np.testing.assert_allclose(to_numpy(outputs["hidden_states"][:, -1])[real],
+                               to_numpy(encoder(inputs)["sequence_output"])[real], atol=1e-5)
+    probabilities = to_numpy(outputs["attention_probabilities"])
+    assert probabilities.shape == (2, 2, 2, 20, 20)
+    np.testing.assert_allclose(probabilities.transpose(0, 3, 1, 2, 4).sum(axis=-1)[real], 1.0, atol=1e-5)
+    for index, block in enumerate(encoder.transformer_layers):
+        pattern = block.attention_layer.attention_pattern(20)
+        assert np.all(probabilities[:, index][:, ~pattern] == 0) and not pattern.all()
+        _, expected = block.attention_layer(outputs["hidden_states"][:, index],
+                                            padding_mask=inputs["padding_mask"], return_probabilities=True)
+        np.testing.assert_allclose(probabilities[:, index], to_numpy(expected), atol=1e-6)
 
 
 def test_round_trip_and_input_checks(tmp_path):

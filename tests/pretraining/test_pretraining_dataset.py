@@ -237,6 +237,27 @@ def test_masking_statistics_through_the_pipeline():
         assert np.all(x["padding_mask"][rows, positions] == 1)
 
 
+@pytest.mark.parametrize("objective", ["mlm", "span"])
+@pytest.mark.parametrize("mask_rate, random_rate", [(1.0, 0.0), (0.0, 0.0), (0.0, 1.0), (0.8, 0.2)])
+def test_replacement_rates(objective, mask_rate, random_rate):
+    """BERT Table 8's choices: the chosen tokens become [MASK], a random token or stay as asked."""
+    data = batches(make_dataset(objective, sequence_length=64, batch_size=16, mask_token_rate=mask_rate,
+                                random_token_rate=random_rate))
+    ids, targets = [], []
+    for x, y in data:
+        rows, slots = np.nonzero(y["mask_weights"] > 0)
+        ids.append(x["token_ids"][rows, x["mask_positions"][rows, slots]])
+        targets.append(y["mask_ids"][rows, slots])
+    ids, targets = np.concatenate(ids), np.concatenate(targets)
+    masked, kept = ids == MASK, (ids == targets) & (ids != MASK)
+    assert len(ids) > 500
+    # Shares of [MASK] / unchanged (a random draw may hit the original): within 0.05 of the rates.
+    assert abs(masked.mean() - mask_rate) < 0.05
+    assert abs(kept.mean() - (1 - mask_rate - random_rate)) < 0.05
+    if random_rate == 0.0:
+        assert not (~masked & ~kept).any()
+
+
 def test_whole_word_option():
     tokenizer = WordTokenizer()
     data = batches(make_dataset("mlm_nsp", whole_word=True, sequence_length=64))
