@@ -6,7 +6,7 @@ from keras import ops
 
 from kbert.backend_utils import is_eager_tensor
 from kbert.arguments import positive_int
-from kbert.layers.multi_head_attention import MultiHeadAttention
+from kbert.layers.multi_head_attention import MultiHeadAttention, mask_heads
 from kbert.layers.sparse_attention import (
     attend_blocks,
     check_self_attention,
@@ -73,6 +73,8 @@ class LongformerAttention(MultiHeadAttention):
         padding_mask: 0/1 `(batch, sequence)`.
         global_attention_mask: optional 0/1 `(batch, sequence)`: 1 for global tokens.
         training: whether attention dropout is active.
+        head_mask: optional `(heads,)` or `(batch, heads)` factors on each
+            head's output (local and global rows), as in `MultiHeadAttention`.
 
     Example:
     >>> attention = LongformerAttention(num_heads=2, key_dim=4, window=3)
@@ -140,6 +142,7 @@ class LongformerAttention(MultiHeadAttention):
         attention_mask=None,
         training=None,
         global_attention_mask=None,
+        head_mask=None,
     ):
         check_self_attention(
             self,
@@ -151,7 +154,9 @@ class LongformerAttention(MultiHeadAttention):
             global_attention_mask=global_attention_mask,
         )
         if global_attention_mask is None:
-            return super().call(query, padding_mask=padding_mask, training=training)
+            return super().call(
+                query, padding_mask=padding_mask, training=training, head_mask=head_mask
+            )
         n = static_length(self, query)
         q = self.split_heads(self.query_dense(query), self.key_dim)
         k = self.split_heads(self.key_dense(query), self.key_dim)
@@ -193,8 +198,7 @@ class LongformerAttention(MultiHeadAttention):
         global_context = super().attend(q_global, k_global, v_global, mask=mask, training=training)
         placed = ops.einsum("bns,bshd->bnhd", ops.cast(one_hot, global_context.dtype), global_context)
         context = ops.where(is_global[:, :, None, None], placed, context)
-        context = ops.reshape(context, (-1, n, self.num_heads * self.value_dim))
-        return self.output_dense(context)
+        return self.output_dense(self.merge_heads(mask_heads(self, context, head_mask)))
 
     def _check_global_count(self, is_global):
         if not is_eager_tensor(is_global):

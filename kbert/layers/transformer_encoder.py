@@ -41,6 +41,8 @@ class TransformerEncoder(keras.layers.Layer):
         return_attention_probabilities: also return the attention layer's
             probabilities `(batch, heads, sequence, sequence)`, as
             `(outputs, probabilities)` (dense attention).
+        head_mask: optional `(heads,)` or `(batch, heads)` factors on each
+            attention head's output (see `MultiHeadAttention`).
 
     Example:
     >>> block = TransformerEncoder(num_heads=2, intermediate_dim=32)
@@ -139,16 +141,20 @@ class TransformerEncoder(keras.layers.Layer):
         training=None,
         global_attention_mask=None,
         return_attention_probabilities=False,
+        head_mask=None,
     ):
         x = inputs
         residual = x
         if self.normalize_first:
             x = self.attention_layer_norm(x)
         # Passed through only when given: only attention layers with global
-        # tokens (`takes_global_attention_mask`) take it.
+        # tokens (`takes_global_attention_mask`) take a global mask, and an
+        # attention layer of one's own need not take a head mask.
         optional = {}
         if global_attention_mask is not None:
             optional["global_attention_mask"] = global_attention_mask
+        if head_mask is not None:
+            optional["head_mask"] = head_mask
         if return_attention_probabilities:
             optional["return_probabilities"] = True
         x = self.attention_layer(
