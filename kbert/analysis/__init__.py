@@ -1,0 +1,10 @@
+"""Looking inside trained models: head importance and head pruning.
+
+>>> from kbert.analysis import head_importance
+>>> head_importance.__name__
+'head_importance'
+"""
+
+from kbert.analysis.head_importance import head_importance
+
+__all__ = ["head_importance"]
