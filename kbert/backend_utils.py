@@ -222,3 +222,42 @@ def dense(inputs, kernel, bias):
         return torch.nn.functional.linear(keras.ops.convert_to_tensor(inputs), kernel.T, bias)
     outputs = keras.ops.matmul(inputs, kernel)
     return outputs if bias is None else keras.ops.add(outputs, bias)
+def value_and_gradients(fn, xs):
+    """`(fn(xs), [∂fn/∂x for x in xs])` by the backend's autodiff, as a float and NumPy arrays.
+
+    `fn` maps a list of float tensors to a scalar tensor; `xs` is a list of
+    float arrays. Whatever else `fn` reads (a model's weights) is held
+    constant. An `x` that `fn` does not use gets a zero gradient.
+
+    >>> value, (gradient,) = value_and_gradients(
+    ...     lambda xs: keras.ops.sum(xs[0] ** 2), [np.array([1.0, -2.0], "float32")])
+    >>> value, gradient.tolist()
+    (5.0, [2.0, -4.0])
+    """
+    import keras
+
+    xs = [keras.ops.convert_to_tensor(x) for x in xs]
+    backend = keras.backend.backend()
+    if backend == "tensorflow":
+        tf = quiet_import("tensorflow")
+        with tf.GradientTape() as tape:
+            tape.watch(xs)
+            value = fn(xs)
+        gradients = tape.gradient(value, xs)
+    elif backend == "jax":
+        import jax
+
+        value, gradients = jax.value_and_grad(fn)(xs)
+    elif backend == "torch":
+        import torch
+
+        xs = [x.detach().requires_grad_(True) for x in xs]
+        value = fn(xs)
+        gradients = torch.autograd.grad(value, xs, allow_unused=True)
+    else:
+        raise ValueError(f"No gradients on the {backend!r} backend.")
+    gradients = [
+        np.zeros(x.shape, "float32") if g is None else keras.ops.convert_to_numpy(g)
+        for x, g in zip(xs, gradients)
+    ]
+    return float(keras.ops.convert_to_numpy(value)), gradients

@@ -280,13 +280,15 @@ def check_inputs(model, x, y=None):
     ValueError: Encoder input 'token_ids' holds 30 at position (0, 0), outside the allowed [0, 30) ...
     """
     values = _named_values(model, x, y)
-    if not values:
-        return
-    values = {
-        name: np.asarray(value) if isinstance(value, (list, tuple, int, float)) else value
-        for name, value in values.items()
-    }
     rules = _rules_for(model, values)
+    if not rules:
+        return
+    # Only the entries with a rule: others (a list of per-layer head masks) stay as they are.
+    values = {
+        name: np.asarray(values[name]) if isinstance(values[name], (list, tuple, int, float))
+        else values[name]
+        for name in rules
+    }
     sizes = _axis_sizes(model, values, rules)
     if getattr(_upstream, "active", False):
         return

@@ -3,7 +3,7 @@ from keras import ops
 
 from kbert.layers.attention_mask import merge_attention_masks
 from kbert.layers.initializers import clone_initializer
-from kbert.layers.multi_head_attention import MultiHeadAttention
+from kbert.layers.multi_head_attention import MultiHeadAttention, mask_heads
 
 CACHE_WRITES = ("functional", "in_place")
 
@@ -62,6 +62,8 @@ class CachedMultiHeadAttention(MultiHeadAttention):
             decoding loop that never reads a cache again after passing it on
             (the layer does so on PyTorch, whose functional update copies the
             whole cache every step; XLA reuses a loop's buffer anyway).
+        head_mask: optional `(heads,)` or `(batch, heads)` factors on each
+            head's output, as in `MultiHeadAttention`.
 
     Returns:
         The attention output, and with a cache also the (updated) cache.
@@ -130,6 +132,7 @@ class CachedMultiHeadAttention(MultiHeadAttention):
         cache_write="functional",
         training=None,
         return_probabilities=False,
+        head_mask=None,
     ):
         if cache_write not in CACHE_WRITES:
             raise ValueError(f"cache_write must be one of {CACHE_WRITES}; received {cache_write!r}.")
@@ -144,9 +147,12 @@ class CachedMultiHeadAttention(MultiHeadAttention):
                 context, probabilities = self._explicit_attention(
                     q, k, v, mask, attention_bias, training
                 )
-                return self.output_dense(self._merge_heads(context)), probabilities
+                return (
+                    self._output(context, head_mask),
+                    mask_heads(self, probabilities, head_mask, heads_axis=1),
+                )
             context = self.attend(q, k, v, mask=mask, bias=attention_bias, training=training)
-            return self.output_dense(self._merge_heads(context))
+            return self._output(context, head_mask)
         self._check_cacheable()
         if len(cache.shape) != 5 or cache.shape[2] != 2:
             raise ValueError(
@@ -156,11 +162,11 @@ class CachedMultiHeadAttention(MultiHeadAttention):
         if cache_update_index is not None:
             cache = _write_cache(cache, self._project(key, value), cache_update_index, cache_write)
         context = self._attend_to_cache(q, cache, mask, attention_bias, training)
-        return self.output_dense(self._merge_heads(context)), cache
+        return self._output(context, head_mask), cache
 
-    def _merge_heads(self, context):
-        shape = ops.shape(context)
-        return ops.reshape(context, (shape[0], shape[1], self.num_heads * self.value_dim))
+    def _output(self, context, head_mask):
+        """The output projection of the heads' `context`, each scaled by its `head_mask` entry."""
+        return self.output_dense(self.merge_heads(mask_heads(self, context, head_mask)))
 
     def _attend_to_cache(self, query, cache, mask, bias, training):
         """Attention of `query` `(batch, length, heads, key_dim)` to a cache's keys and values.

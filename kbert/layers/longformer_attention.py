@@ -6,7 +6,7 @@ from keras import ops
 
 from kbert.backend_utils import is_eager_tensor
 from kbert.arguments import positive_int
-from kbert.layers.multi_head_attention import MultiHeadAttention
+from kbert.layers.multi_head_attention import MultiHeadAttention, mask_heads
 from kbert.layers.sparse_attention import (
     attend_blocks,
     attention_with_pattern,
@@ -79,6 +79,8 @@ class LongformerAttention(MultiHeadAttention):
             global tokens; global rows are those of the global projections),
             computed densely for sequences of at most
             `sparse_attention.DENSE_PROBABILITIES_MAX_LENGTH` tokens.
+        head_mask: optional `(heads,)` or `(batch, heads)` factors on each
+            head's output (local and global rows), as in `MultiHeadAttention`.
 
     Example:
     >>> attention = LongformerAttention(num_heads=2, key_dim=4, window=3)
@@ -147,6 +149,7 @@ class LongformerAttention(MultiHeadAttention):
         training=None,
         global_attention_mask=None,
         return_probabilities=False,
+        head_mask=None,
     ):
         check_self_attention(
             self,
@@ -160,7 +163,7 @@ class LongformerAttention(MultiHeadAttention):
         if global_attention_mask is None:
             return super().call(
                 query, padding_mask=padding_mask, training=training,
-                return_probabilities=return_probabilities,
+                return_probabilities=return_probabilities, head_mask=head_mask,
             )
         n = static_length(self, query)
         q, k, v = self._heads(query, "")
@@ -168,7 +171,9 @@ class LongformerAttention(MultiHeadAttention):
         slots, slot_valid, one_hot = self._global_slots(real, global_attention_mask)
         is_global = ops.any(one_hot, axis=-1)  # those beyond g act as local tokens
         if return_probabilities:
-            return self._call_with_probabilities(query, (q, k, v), real, is_global, training)
+            return self._call_with_probabilities(
+                query, (q, k, v), real, is_global, training, head_mask
+            )
         g = slots.shape[1]
 
         def gather(x):  # (batch, n, ...) -> (batch, g, ...)
@@ -192,7 +197,7 @@ class LongformerAttention(MultiHeadAttention):
         global_context = super().attend(q_global, k_global, v_global, mask=mask, training=training)
         placed = ops.einsum("bns,bshd->bnhd", ops.cast(one_hot, global_context.dtype), global_context)
         context = ops.where(is_global[:, :, None, None], placed, context)
-        return self._output(context)
+        return self._output(context, head_mask)
 
     def _heads(self, query, suffix):
         """The query, key and value heads `(batch, n, heads, dim)` of the projections `<name><suffix>`."""
@@ -201,9 +206,9 @@ class LongformerAttention(MultiHeadAttention):
             for name, dim in (("query", self.key_dim), ("key", self.key_dim), ("value", self.value_dim))
         )
 
-    def _output(self, context):
-        """The output projection of the `(batch, n, heads, value_dim)` context."""
-        return self.output_dense(ops.reshape(context, (-1, context.shape[1], self.num_heads * self.value_dim)))
+    def _output(self, context, head_mask):
+        """The output projection of the `(batch, n, heads, value_dim)` context, its heads masked."""
+        return self.output_dense(self.merge_heads(mask_heads(self, context, head_mask)))
 
     def _global_slots(self, real, global_attention_mask):
         """`(slots, slot_valid, one_hot)`: the first `g` global positions, in a fixed number of slots.
@@ -225,7 +230,7 @@ class LongformerAttention(MultiHeadAttention):
         )
         return slots, slot_valid, one_hot
 
-    def _call_with_probabilities(self, query, local_heads, real, is_global, training):
+    def _call_with_probabilities(self, query, local_heads, real, is_global, training, head_mask):
         """`(outputs, probabilities)`: the global-token attention computed densely.
 
         Local rows attend to their window and every global token, global rows
@@ -243,7 +248,7 @@ class LongformerAttention(MultiHeadAttention):
         )
         context = ops.where(is_global[:, :, None, None], global_context, context)
         probabilities = ops.where(is_global[:, None, :, None], global_probabilities, probabilities)
-        return self._output(context), probabilities
+        return self._output(context, head_mask), mask_heads(self, probabilities, head_mask, heads_axis=1)
 
     def _check_global_count(self, is_global):
         if not is_eager_tensor(is_global):

@@ -49,6 +49,11 @@ class MultiHeadAttention(keras.layers.Layer):
             (after dropout), computed explicitly; the default path keeps the
             fused kernel. Sparse layers return them as a dense map, 0 outside
             their pattern, for short sequences (`sparse_attention.attention_with_pattern`).
+        head_mask: optional `(heads,)` or `(batch, heads)` factors on each
+            head's attention output (transformers' `head_mask`: 0 silences a
+            head); applied to each head's context before the output
+            projection, which equals scaling its probabilities, so the fused
+            kernel stays on. Returned probabilities are scaled too.
 
     Example:
     >>> attention = MultiHeadAttention(num_heads=2, key_dim=4)
@@ -147,6 +152,7 @@ class MultiHeadAttention(keras.layers.Layer):
         attention_mask=None,
         training=None,
         return_probabilities=False,
+        head_mask=None,
     ):
         if self.self_attention_only:
             check_self_attention(self, query, value, key, attention_mask, padding_mask=padding_mask)
@@ -160,10 +166,15 @@ class MultiHeadAttention(keras.layers.Layer):
             context, probabilities = self.attend_with_probabilities(q, k, v, mask, training)
         else:
             context = self.attend(q, k, v, mask=mask, training=training)
+        outputs = self.output_dense(self.merge_heads(mask_heads(self, context, head_mask)))
+        if return_probabilities:
+            return outputs, mask_heads(self, probabilities, head_mask, heads_axis=1)
+        return outputs
+
+    def merge_heads(self, context):
+        """`(batch, length, heads, value_dim)` -> `(batch, length, heads*value_dim)`."""
         shape = ops.shape(context)
-        context = ops.reshape(context, (shape[0], shape[1], self.num_heads * self.value_dim))
-        outputs = self.output_dense(context)
-        return (outputs, probabilities) if return_probabilities else outputs
+        return ops.reshape(context, (shape[0], shape[1], self.num_heads * self.value_dim))
 
     def attend_with_probabilities(self, query, key, value, mask=None, training=None):
         """`attend` computed explicitly: `(context, probabilities (batch, heads, query, key))`."""
@@ -241,6 +252,38 @@ class MultiHeadAttention(keras.layers.Layer):
             }
         )
         return config
+
+
+def mask_heads(layer, x, head_mask, heads_axis=2):
+    """`x` with each head's slice on `heads_axis` multiplied by its entry of `head_mask`.
+
+    Args:
+        layer: the attention layer (its `num_heads`; named in errors).
+        x: per-head values, batch first: a context `(batch, length, heads,
+            dim)` (`heads_axis=2`) or probabilities `(batch, heads, query,
+            key)` (`heads_axis=1`).
+        head_mask: None (`x` is returned as it is), or float `(heads,)` or
+            `(batch, heads)`.
+
+    >>> layer = MultiHeadAttention(num_heads=2, key_dim=1)
+    >>> x = keras.ops.ones((1, 1, 2, 1))
+    >>> keras.ops.convert_to_numpy(mask_heads(layer, x, [0.0, 2.0])).ravel().tolist()
+    [0.0, 2.0]
+    """
+    if head_mask is None:
+        return x
+    head_mask = ops.convert_to_tensor(head_mask)
+    if len(head_mask.shape) not in (1, 2) or head_mask.shape[-1] != layer.num_heads:
+        raise ValueError(
+            f"{type(layer).__name__}: head_mask must have shape (num_heads,) or (batch, "
+            f"num_heads) with num_heads={layer.num_heads}; received shape "
+            f"{tuple(head_mask.shape)}."
+        )
+    shape = [1] * len(x.shape)
+    shape[heads_axis] = layer.num_heads
+    if len(head_mask.shape) == 2:
+        shape[0] = -1
+    return x * ops.reshape(ops.cast(head_mask, x.dtype), shape)
 
 
 def probabilities_spec(query, keys, num_heads, dtype):

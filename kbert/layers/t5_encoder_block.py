@@ -44,6 +44,8 @@ class T5EncoderBlock(keras.layers.Layer):
         return_attention_probabilities: also return the self-attention
             probabilities `(batch, heads, length, length)`, as `(outputs,
             probabilities)`.
+        head_mask: optional `(heads,)` or `(batch, heads)` factors on each
+            self-attention head's output (see `MultiHeadAttention`).
 
     Example:
     >>> block = T5EncoderBlock(num_heads=2, intermediate_dim=32)
@@ -158,13 +160,14 @@ class T5EncoderBlock(keras.layers.Layer):
     # --- Forward ----------------------------------------------------------------
 
     def call(self, inputs, padding_mask=None, attention_bias=None, training=None,
-             return_attention_probabilities=False):
+             return_attention_probabilities=False, head_mask=None):
         attended = self.self_attention(
             self.self_attention_layer_norm(inputs),
             padding_mask=padding_mask,
             attention_bias=attention_bias,
             training=training,
             return_probabilities=return_attention_probabilities,
+            head_mask=head_mask,
         )
         if return_attention_probabilities:
             attended, probabilities = attended

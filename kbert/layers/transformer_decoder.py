@@ -44,6 +44,9 @@ class TransformerDecoder(T5EncoderBlock):
             cross-attention ones `(batch, heads, length, encoder_length)`, as
             `(outputs, self_probabilities, cross_probabilities)` (the latter None
             without cross-attention). Not with a cache.
+        head_mask: optional `(heads,)` or `(batch, heads)` factors on each
+            self-attention head's output (see `MultiHeadAttention`).
+        cross_attention_head_mask: the same for the cross-attention heads.
 
     Example:
     >>> block = TransformerDecoder(num_heads=2, intermediate_dim=32)
@@ -76,6 +79,8 @@ class TransformerDecoder(T5EncoderBlock):
         cache_write="functional",
         training=None,
         return_attention_probabilities=False,
+        head_mask=None,
+        cross_attention_head_mask=None,
     ):
         if self.use_cross_attention and encoder_outputs is None and cross_attention_cache is None:
             raise ValueError(
@@ -103,6 +108,7 @@ class TransformerDecoder(T5EncoderBlock):
             cache_update_index=cache_update_index,
             cache_write=cache_write,
             training=training,
+            head_mask=head_mask,
             **probabilities,
         )
         if caching or return_attention_probabilities:
@@ -112,7 +118,7 @@ class TransformerDecoder(T5EncoderBlock):
         if self.use_cross_attention:
             x = self._cross_attend(
                 x, encoder_outputs, encoder_padding_mask, cross_attention_cache, training,
-                **probabilities,
+                cross_attention_head_mask, **probabilities,
             )
             if return_attention_probabilities:
                 x, cross_probabilities = x
@@ -122,20 +128,21 @@ class TransformerDecoder(T5EncoderBlock):
         return (x, second) if caching else x
 
     def _cross_attend(self, x, encoder_outputs, encoder_padding_mask, cache, training,
-                      return_probabilities=False):
+                      head_mask=None, return_probabilities=False):
         """`x + Drop(CrossAttn(RMS(x), encoder_outputs))`, from the projected `cache` if given."""
         normalized = self.cross_attention_layer_norm(x)
         if cache is None:
             attended = self.cross_attention(
                 normalized, value=encoder_outputs, padding_mask=encoder_padding_mask,
-                training=training, return_probabilities=return_probabilities,
+                training=training, return_probabilities=return_probabilities, head_mask=head_mask,
             )
             if return_probabilities:
                 attended, probabilities = attended
                 return x + self.cross_attention_dropout(attended, training=training), probabilities
         else:
             attended, _ = self.cross_attention(
-                normalized, padding_mask=encoder_padding_mask, cache=cache, training=training
+                normalized, padding_mask=encoder_padding_mask, cache=cache, training=training,
+                head_mask=head_mask,
             )
         return x + self.cross_attention_dropout(attended, training=training)
 

@@ -49,6 +49,8 @@ class TransformerEncoder(keras.layers.Layer):
             incremental decoding, passed on to an attention layer that takes
             one (`CachedMultiHeadAttention`); the call then returns
             `(outputs, updated cache)`, and the masks cover the cache's positions.
+        head_mask: optional `(heads,)` or `(batch, heads)` factors on each
+            attention head's output (see `MultiHeadAttention`).
 
     Example:
     >>> block = TransformerEncoder(num_heads=2, intermediate_dim=32)
@@ -154,16 +156,20 @@ class TransformerEncoder(keras.layers.Layer):
         cache=None,
         cache_update_index=None,
         cache_write="functional",
+        head_mask=None,
     ):
         x = inputs
         residual = x
         if self.normalize_first:
             x = self.attention_layer_norm(x)
         # Passed through only when given: only attention layers with global
-        # tokens (`takes_global_attention_mask`) take it.
+        # tokens (`takes_global_attention_mask`) take a global mask, and an
+        # attention layer of one's own need not take a head mask.
         optional = {}
         if global_attention_mask is not None:
             optional["global_attention_mask"] = global_attention_mask
+        if head_mask is not None:
+            optional["head_mask"] = head_mask
         if return_attention_probabilities:
             optional["return_probabilities"] = True
         if cache is not None:

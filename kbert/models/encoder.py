@@ -1,7 +1,7 @@
 import keras
 
 from kbert.arguments import one_of, positive_int, probability
-from kbert.input_checks import ids, mask
+from kbert.input_checks import check_inputs, ids, mask
 from kbert.layers.bigbird_attention import BigBirdAttention
 from kbert.layers.longformer_attention import LongformerAttention
 from kbert.layers.multi_head_attention import MultiHeadAttention
@@ -60,7 +60,19 @@ class Encoder(Backbone):
             (`takes_global_attention_mask`, `"longformer"`) adds the optional
             input `global_attention_mask` (0/1 `(batch, sequence)`) to the
             model; left out of the input dict, no token is global.
+        heads_per_layer: the number of attention heads of each layer, a list
+            of `num_layers` ints of at most `num_heads` (what
+            `kbert.analysis.prune_heads` leaves); every head keeps the width
+            `hidden_dim // num_heads`. None: `num_heads` in every layer.
         dtype: dtype policy, e.g. `"mixed_bfloat16"`.
+
+    Head mask: the input dict may carry a float `head_mask`, `(num_layers,
+    num_heads)` or `(batch, num_layers, num_heads)` (or, with layers of
+    different head counts, a list of one `(heads,)` or `(batch, heads)` mask
+    per layer), multiplying each head's attention output as transformers'
+    `head_mask` does. It is not one of the model's inputs: a call with it runs
+    the layers directly (`run_layers`), and a call without it is the plain
+    functional graph, fused attention kernel included.
 
     Example:
     >>> encoder = Encoder(vocabulary_size=100, num_layers=2, num_heads=2,
@@ -101,6 +113,7 @@ class Encoder(Backbone):
         initializer_range=0.02,
         attention="dense",
         attention_kwargs=None,
+        heads_per_layer=None,
         dtype=None,
         **kwargs,
     ):
@@ -127,6 +140,9 @@ class Encoder(Backbone):
         self.initializer_range = initializer_range
         self.attention = attention
         self.attention_kwargs = _copy_attention_kwargs(attention_kwargs, num_layers)
+        self.heads_per_layer = _checked_heads_per_layer(
+            heads_per_layer, num_layers, num_heads, share_layers
+        )
 
         # === Layers ===
         self._create_embeddings(dtype)
@@ -157,10 +173,15 @@ class Encoder(Backbone):
             name="embeddings",
         )
 
+    @property
+    def layer_num_heads(self):
+        """The number of attention heads of each layer, a list."""
+        return list(self.heads_per_layer or [self.num_heads] * self.num_layers)
+
     def _attention_layer(self, index, dtype):
         per_layer = isinstance(self.attention_kwargs, list)
         return ATTENTION_LAYERS[self.attention](
-            num_heads=self.num_heads,
+            num_heads=self.layer_num_heads[index],
             key_dim=self.hidden_dim // self.num_heads,
             dropout=self.attention_dropout,
             kernel_initializer=self._initializer(),
@@ -171,7 +192,7 @@ class Encoder(Backbone):
 
     def _block(self, index, dtype):
         return TransformerEncoder(
-            num_heads=self.num_heads,
+            num_heads=self.layer_num_heads[index],
             intermediate_dim=self.intermediate_dim,
             dropout=self.dropout,
             attention_dropout=self.attention_dropout,
@@ -222,25 +243,30 @@ class Encoder(Backbone):
             inputs["global_attention_mask"] = int_input("global_attention_mask", optional=True)
         return inputs
 
-    def run_layers(self, inputs, hidden_states=False, attention_probabilities=False):
+    def run_layers(self, inputs, hidden_states=False, attention_probabilities=False, training=None):
         """The output dict of the layers on `inputs` (symbolic or real), with the internals asked for.
 
         `hidden_states` and `attention_probabilities` add those outputs (see
-        `with_internals`); the encoder's own graph asks for neither.
+        `with_internals`); the encoder's own graph asks for neither. An
+        entry `head_mask` of `inputs` scales each layer's heads (see the class).
         """
         inputs = self.fill_global_attention_mask(inputs)
         padding_mask = inputs["padding_mask"]
         x = self.embeddings(
-            inputs["token_ids"], segment_ids=inputs.get("segment_ids"), padding_mask=padding_mask
+            inputs["token_ids"], segment_ids=inputs.get("segment_ids"), padding_mask=padding_mask,
+            training=training,
         )
         global_attention_mask = inputs.get("global_attention_mask")
+        head_masks = self.layer_head_masks(inputs.get("head_mask"))
         states, probabilities = [x], []
-        for block in self.transformer_layers:
+        for block, head_mask in zip(self.transformer_layers, head_masks):
             x = block(
                 x,
                 padding_mask=padding_mask,
                 global_attention_mask=global_attention_mask,
                 return_attention_probabilities=attention_probabilities,
+                head_mask=head_mask,
+                training=training,
             )
             if attention_probabilities:
                 x, layer_probabilities = x
@@ -267,14 +293,49 @@ class Encoder(Backbone):
         """
         return BackboneInternals(self, hidden_states, attention_probabilities)
 
+    def layer_head_masks(self, head_mask):
+        """One head mask per layer (None, `(heads,)` or `(batch, heads)`) from a model's `head_mask`.
+
+        >>> encoder = Encoder(vocabulary_size=10, num_layers=2, num_heads=2, hidden_dim=4,
+        ...                   intermediate_dim=4, max_positions=8)
+        >>> [tuple(m.shape) for m in encoder.layer_head_masks(np.ones((3, 2, 2)))]
+        [(3, 2), (3, 2)]
+        """
+        if head_mask is None:
+            return [None] * self.num_layers
+        if isinstance(head_mask, (list, tuple)):
+            masks = list(head_mask)
+        else:
+            head_mask = keras.ops.convert_to_tensor(head_mask)
+            if len(head_mask.shape) not in (2, 3):
+                masks = []  # refused below
+            elif len(head_mask.shape) == 2:
+                masks = [head_mask[i] for i in range(head_mask.shape[0])]
+            else:
+                masks = [head_mask[:, i] for i in range(head_mask.shape[1])]
+        if len(masks) != self.num_layers:
+            shape = len(head_mask) if isinstance(head_mask, (list, tuple)) else tuple(head_mask.shape)
+            raise ValueError(
+                "head_mask must be (num_layers, num_heads), (batch, num_layers, num_heads) or "
+                f"a list of num_layers={self.num_layers} per-layer masks; received {shape}."
+            )
+        return masks
+
     # --- Calls ------------------------------------------------------------------
 
     def __call__(self, inputs, *args, **kwargs):
-        return super().__call__(self.fill_global_attention_mask(inputs), *args, **kwargs)
+        inputs = self.fill_global_attention_mask(inputs)
+        if isinstance(inputs, dict) and inputs.get("head_mask") is not None:
+            check_inputs(self, inputs)
+            training = kwargs.get("training", args[0] if args else None)
+            return self.run_layers(inputs, training=training)
+        return super().__call__(inputs, *args, **kwargs)
 
     def call(self, inputs, training=None, mask=None, **kwargs):
         # `fit`, `evaluate` and `predict` on JAX reach `call` without `__call__`.
         inputs = self.fill_global_attention_mask(inputs)
+        if isinstance(inputs, dict) and inputs.get("head_mask") is not None:
+            return self.run_layers(inputs, training=training)
         return super().call(inputs, training=training, mask=mask, **kwargs)
 
     def fill_global_attention_mask(self, inputs):
@@ -305,6 +366,21 @@ def _check_shape_and_attention(num_layers, hidden_dim, num_heads, attention):
     if positive_int("hidden_dim", hidden_dim) % positive_int("num_heads", num_heads):
         raise ValueError(f"hidden_dim={hidden_dim} is not divisible by num_heads={num_heads}.")
     one_of("attention", attention, ATTENTION_LAYERS)
+
+
+def _checked_heads_per_layer(heads_per_layer, num_layers, num_heads, share_layers):
+    """`heads_per_layer` as a list of `num_layers` ints in `[1, num_heads]`, or None (checked)."""
+    if heads_per_layer is None:
+        return None
+    heads = [positive_int("heads_per_layer", count) for count in heads_per_layer]
+    if len(heads) != num_layers or max(heads) > num_heads:
+        raise ValueError(
+            f"heads_per_layer must list num_layers={num_layers} head counts of at most "
+            f"num_heads={num_heads}; received {list(heads_per_layer)}."
+        )
+    if share_layers and len(set(heads)) > 1:
+        raise ValueError(f"Shared layers have one head count; received heads_per_layer={heads}.")
+    return heads
 
 
 def _copy_attention_kwargs(attention_kwargs, num_layers):

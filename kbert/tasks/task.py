@@ -75,6 +75,9 @@ def require_keys(mapping, keys, what, owner):
 def backbone_inputs(backbone, inputs):
     """The entries of `inputs` that `backbone` takes; missing `segment_ids` become zeros.
 
+    A `head_mask` entry is passed on too: an `Encoder` takes it beside its
+    inputs (see `kbert.analysis.head_importance`).
+
     >>> import kbert
     >>> backbone = kbert.models.Encoder(vocabulary_size=10, num_layers=1, num_heads=1,
     ...     hidden_dim=4, intermediate_dim=4, max_positions=8, num_segments=0)
@@ -87,6 +90,8 @@ def backbone_inputs(backbone, inputs):
             selected[name] = ops.zeros_like(inputs["token_ids"])
         else:
             selected[name] = inputs[name]
+    if isinstance(inputs, dict) and inputs.get("head_mask") is not None:
+        selected["head_mask"] = inputs["head_mask"]
     return selected
 
 
