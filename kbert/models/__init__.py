@@ -29,6 +29,7 @@ from kbert.models.presets import (
     gpt2_base,
     gpt2_large,
     gpt2_medium,
+    gpt2_tiny,
     longformer_base,
     roberta_base,
     roberta_large,
