@@ -116,6 +116,8 @@ T5_PRESETS = {
 # GPT-2: V = 50257 byte-level BPE tokens, 1024 positions, tied head, I = 4H.
 _GPT2 = dict(vocabulary_size=50257, max_positions=1024)
 GPT2_PRESETS = {
+    # No released model: GPT-2 blocks at BERT-Tiny's size, for short runs and tests.
+    "gpt2_tiny": {**_GPT2, **_size(2, 128, 2)},
     "gpt2_base": {**_GPT2, **_size(12, 768, 12)},
     "gpt2_medium": {**_GPT2, **_size(24, 1024, 16)},
     "gpt2_large": {**_GPT2, **_size(36, 1280, 20)},
@@ -296,6 +298,11 @@ def t5_v1_1_small(**overrides):
 def t5_v1_1_base(**overrides):
     """T5 v1.1-Base (12+12 layers, d 768, 12 heads, gated GELU, untied): 247,577,856 parameters."""
     return build("t5_v1_1_base", **overrides)
+
+
+def gpt2_tiny(**overrides):
+    """GPT-2 blocks at BERT-Tiny's size (L2 H128 A2, V 50257; no released model): 6,960,768 parameters."""
+    return build("gpt2_tiny", **overrides)
 
 
 def gpt2_base(**overrides):

@@ -40,7 +40,7 @@ from kbert.pretraining.span_masker import SpanMasker
 
 tf = lazy_import("tensorflow")
 
-OBJECTIVES = ("mlm_nsp", "mlm", "sop", "span", "electra")
+OBJECTIVES = ("mlm_nsp", "mlm", "sop", "span", "electra", "clm")
 MASKING = ("dynamic", "static")
 MIN_SEQUENCE_LENGTH = 8
 # Lines longer than this are split at sentence ends (one sentence per line otherwise).
@@ -210,7 +210,7 @@ def _segments(objective, documents, sequence_length, rng, separator_id):
         return sop_pairs(documents, sequence_length, rng)
     if objective == "span":
         chunks = document_chunks(documents, sequence_length)
-    else:  # mlm, electra
+    else:  # mlm, electra, clm
         chunks = full_sentences(documents, sequence_length, separator_id)
     return ((tokens, None, 0) for tokens in chunks)
 
@@ -255,6 +255,8 @@ def pretraining_dataset(
           (`SpanMasker`), which uses the tokenizer's word pieces.
         - `electra`: FULL-SENTENCES packing, ELECTRA's masking (85% `[MASK]`,
           15% unchanged, no random tokens).
+        - `clm` (GPT): FULL-SENTENCES packing, nothing masked: each token
+          predicts the next (`kbert.tasks.CausalLM`).
 
     Args:
         inputs: text files and/or folders, or document strings (see
@@ -281,7 +283,8 @@ def pretraining_dataset(
             85% and 0%). The BERT paper's Table 8 compares such choices.
 
     Returns:
-        A `tf.data.Dataset` of `(x, y)` with static shapes. `x`: `token_ids`,
+        A `tf.data.Dataset` of `(x, y)` with static shapes (for `clm`, of `x`
+        alone: `token_ids` and `padding_mask` int32 `(B, L)`). `x`: `token_ids`,
         `segment_ids`, `padding_mask` int32 `(B, L)`, `mask_positions` int32
         `(B, P)`; for `span` also `span_left`, `span_right`, `span_offsets`
         int32 `(B, P)`. `y`: `mask_ids` int32 `(B, P)`, `mask_weights` float32
@@ -412,6 +415,8 @@ class _ExampleMasker:
         self.with_pair_labels = objective in ("mlm_nsp", "sop")
 
     def __call__(self, example, seed):
+        if self.masker is None:  # clm: the text is its own target
+            return {"token_ids": example["token_ids"], "padding_mask": example["padding_mask"]}
         masked = self.masker(example["token_ids"], example["padding_mask"], seed=seed)
         x = {
             "token_ids": masked.pop("token_ids"),
@@ -446,7 +451,9 @@ class _ExampleMasker:
 
 
 def _masker(objective, tokenizer, max_predictions, whole_word, rates):
-    """The objective's masker; `rates` holds the replacement rates that override its own."""
+    """The objective's masker (None for `clm`); `rates` holds the replacement rates that override its own."""
+    if objective == "clm":
+        return None
     special = [tokenizer.pad_id, tokenizer.cls_id, tokenizer.sep_id]
     vocabulary_size = tokenizer.vocabulary_size
     if objective == "span":

@@ -8,18 +8,21 @@ machine with no download. The steps:
 2. learn a WordPiece vocabulary from the training documents (or reuse the one
    in the output folder when resuming the same run);
 3. build the model (`--model`, sized to the vocabulary, with
-   `SHORT_RUN_OVERRIDES`) and the objective's pretrainer, an AdamW optimizer
-   with warm-up and linear decay;
+   `SHORT_RUN_OVERRIDES`) and the objective's pretrainer (a
+   `kbert.tasks.CausalLM` for `clm`, which trains the GPT-2 models), an
+   AdamW optimizer with warm-up and linear decay;
 4. `fit` with a progress bar, checkpointed every `save_every` steps and on
    SIGINT or SIGTERM, so that an interrupted run (even by `kill -9`) resumes
    at the exact step and batch, and ends as an uninterrupted one would
    (`kbert.resumable_run.ResumableRun`); a rerun into the same output with
    other arguments is refused unless `overwrite`;
-5. evaluate masked-LM loss and accuracy on the held-out documents, next to the
-   accuracy of always predicting the most frequent training token;
+5. evaluate masked-LM (for `clm`, next-token) loss and accuracy on the
+   held-out documents, next to the accuracy of always predicting the most
+   frequent training token;
 6. save the model (`model.keras`), the vocabulary (`vocab.txt`), the
    metrics (`metrics.json`) and the learning curve (`learning_curve.png`,
-   each step's training loss), and print a fill-in-the-blank demo.
+   each step's training loss), and print a fill-in-the-blank demo (for
+   `clm`, greedy continuations of held-out sentences).
 
 The CLI reads the corpus into memory to split it; `pretraining_dataset`
 itself streams.
@@ -39,7 +42,7 @@ import keras
 import numpy as np
 
 from kbert.backend_utils import set_random_seed
-from kbert.models.presets import PRESETS, T5_PRESETS, build
+from kbert.models.presets import GPT2_PRESETS, PRESETS, T5_PRESETS, build
 from kbert.pretraining.bert_pretrainer import BertPretrainer
 from kbert.pretraining.electra_pretrainer import ElectraPretrainer
 from kbert.pretraining.learning_curve import save_learning_curve
@@ -53,6 +56,7 @@ from kbert.pretraining.pretraining_dataset import (
 )
 from kbert.pretraining.span_bert_pretrainer import SpanBertPretrainer
 from kbert.resumable_run import DEFAULT_SAVE_EVERY, ResumableRun
+from kbert.tasks.causal_lm import CausalLM, next_token_weights
 
 STEPS_PER_EPOCH = 50
 HELD_OUT_EVERY = 10
@@ -128,6 +132,8 @@ def _split(documents):
 
 
 def _pretrainer(objective, backbone):
+    if objective == "clm":
+        return CausalLM(backbone)
     if objective in ("mlm_nsp", "sop", "mlm"):
         pair = {"mlm_nsp": "nsp", "sop": "sop", "mlm": None}[objective]
         return BertPretrainer(backbone, pair_objective=pair)
@@ -144,27 +150,61 @@ def _pretrainer(objective, backbone):
     )
 
 
-def _frequency_baseline(train_documents, held_out_dataset, tokenizer):
-    """Accuracy on held-out masked tokens of always predicting the most frequent training token."""
+def _lm_metric(objective):
+    """`(metric prefix, what it predicts)` of the objective's language-model loss."""
+    return ("clm", "next-token") if objective == "clm" else ("mlm", "masked-LM")
+
+
+def _targets(objective, batch):
+    """`(target ids, weights)` as NumPy of a held-out batch: its masked tokens, or (clm) each next token."""
+    if objective == "clm":
+        weights = next_token_weights(np.asarray(batch["padding_mask"]))
+        return np.asarray(batch["token_ids"])[:, 1:], keras.ops.convert_to_numpy(weights)
+    _, y = batch
+    return np.asarray(y["mask_ids"]), np.asarray(y["mask_weights"])
+
+
+def _frequency_baseline(train_documents, held_out_dataset, tokenizer, objective):
+    """Accuracy on the held-out targets of always predicting the most frequent training token."""
     counts = collections.Counter()
     for document in train_documents:
         for ids in tokenizer(document.splitlines()):
             counts.update(ids)
     most_frequent, _ = counts.most_common(1)[0]
     hits = total = 0.0
-    for _, y in held_out_dataset:
-        weights = np.asarray(y["mask_weights"])
-        hits += float(((np.asarray(y["mask_ids"]) == most_frequent) * weights).sum())
+    for batch in held_out_dataset:
+        targets, weights = _targets(objective, batch)
+        hits += float(((targets == most_frequent) * weights).sum())
         total += float(weights.sum())
     return tokenizer.id_to_token(most_frequent), hits / max(total, 1.0)
 
 
-def _demo(model, tokenizer, documents, sequence_length, rng, log):
-    """Mask one word in a few held-out sentences and print the model's top guesses."""
+def _demo_sentences(documents, rng):
     sentences = [s for d in documents for s in d.splitlines() if 6 <= len(s.split()) <= 25]
     rng.shuffle(sentences)
+    return sentences
+
+
+def _continuation_demo(model, tokenizer, documents, rng, log, new_tokens=12):
+    """Print the model's greedy continuation of the first half of a few held-out sentences."""
+    log(f"\nContinue the text (held-out sentences; {new_tokens} greedy tokens):")
+    for sentence in _demo_sentences(documents, rng)[:DEMO_SENTENCES]:
+        words = sentence.split()
+        prompt, rest = " ".join(words[: len(words) // 2]), " ".join(words[len(words) // 2 :])
+        ids = [tokenizer.cls_id, *tokenizer([prompt])[0]]
+        generated = model.generate(
+            {"token_ids": np.array([ids], "int32"), "padding_mask": np.ones((1, len(ids)), "int32")},
+            max_new_tokens=new_tokens,
+        )[0].tolist()
+        end = generated.index(tokenizer.sep_id) if tokenizer.sep_id in generated else len(generated)
+        log(f"  {prompt} ...")
+        log(f"    text: {rest}    model: {tokenizer.detokenize(generated[:end])}")
+
+
+def _demo(model, tokenizer, documents, sequence_length, rng, log):
+    """Mask one word in a few held-out sentences and print the model's top guesses."""
     log("\nFill in the blank (held-out sentences; top 5 guesses):")
-    for sentence in sentences[:DEMO_SENTENCES]:
+    for sentence in _demo_sentences(documents, rng)[:DEMO_SENTENCES]:
         words = sentence.split()
         candidates = [i for i, w in enumerate(words) if w.isalpha() and len(w) > 2]
         if not candidates:
@@ -202,12 +242,18 @@ def _check_run(model, objective, steps, batch_size, sequence_length, learning_ra
         raise ValueError(f"The learning rate must be positive; received {learning_rate}.")
     if model in T5_PRESETS:
         raise ValueError(
-            f"kbert pretrain trains encoders; {model} is an encoder-decoder (pretrain T5 with "
-            "kbert.pretraining.SpanCorruption and kbert.tasks.Seq2SeqLM)."
+            f"kbert pretrain trains encoders and decoders; {model} is an encoder-decoder (pretrain "
+            "T5 with kbert.pretraining.SpanCorruption and kbert.tasks.Seq2SeqLM)."
         )
-    if model not in PRESETS:
+    if model not in PRESETS and model not in GPT2_PRESETS:
         build(model)  # raises the unknown-model error, with close matches
-    usable = PRESETS[model]["max_positions"] - PRESETS[model].get("position_offset", 0)
+    if (objective == "clm") != (model in GPT2_PRESETS):
+        raise ValueError(
+            f"--objective clm trains the decoders ({', '.join(GPT2_PRESETS)}) and they train with "
+            f"clm only; received --model {model} --objective {objective}."
+        )
+    table = GPT2_PRESETS if model in GPT2_PRESETS else PRESETS
+    usable = table[model]["max_positions"] - table[model].get("position_offset", 0)
     if not MIN_SEQUENCE_LENGTH <= sequence_length <= usable:
         raise ValueError(f"Sequence length {sequence_length} is outside [{MIN_SEQUENCE_LENGTH}, {usable}]: "
                          f"at least the pair packing's minimum, at most the positions of {model}.")
@@ -250,11 +296,13 @@ def _tokenizer(output, train_documents, vocabulary_size, log):
     return WordPieceTokenizer(vocabulary_path, lowercase=True)
 
 
-def _compiled_pretrainer(model, objective, vocabulary_size, steps, learning_rate):
+def _compiled_pretrainer(model, objective, tokenizer, steps, learning_rate):
     """`(backbone, pretrainer)`: the model sized to the vocabulary, compiled (AdamW, warm-up)."""
-    # Only NSP and SOP read the pooled output; elsewhere a pooler would get no gradient.
-    use_pooler = objective in ("mlm_nsp", "sop")
-    backbone = build(model, vocabulary_size=vocabulary_size, use_pooler=use_pooler, **SHORT_RUN_OVERRIDES)
+    if objective == "clm":  # GPT-2 is pre-LN already; its text ends at [SEP]
+        options = dict(dropout=SHORT_RUN_OVERRIDES["dropout"], end_id=tokenizer.sep_id)
+    else:  # only NSP and SOP read the pooled output; elsewhere a pooler would get no gradient
+        options = dict(SHORT_RUN_OVERRIDES, use_pooler=objective in ("mlm_nsp", "sop"))
+    backbone = build(model, vocabulary_size=tokenizer.vocabulary_size, **options)
     pretrainer = _pretrainer(objective, backbone)
     pretrainer.compile(
         optimizer=create_optimizer(
@@ -282,19 +330,20 @@ def _held_out_dataset(held_out_documents, seed, data):
     return held_out, batches
 
 
-def _evaluation(pretrainer, held_out, batches, train_documents, tokenizer, log):
-    """Held-out masked-LM loss and accuracy, next to the most-frequent-token baseline."""
+def _evaluation(pretrainer, held_out, batches, train_documents, tokenizer, objective, log):
+    """Held-out masked-LM (or next-token) loss and accuracy, next to the most-frequent-token baseline."""
     results = pretrainer.evaluate(held_out, steps=batches, return_dict=True, verbose=0)
-    frequent_token, baseline = _frequency_baseline(train_documents, held_out, tokenizer)
+    frequent_token, baseline = _frequency_baseline(train_documents, held_out, tokenizer, objective)
+    metric, predicted = _lm_metric(objective)
+    loss, accuracy = float(results[f"{metric}_loss"]), float(results[f"{metric}_accuracy"])
     evaluation = {
-        "held_out_mlm_loss": float(results["mlm_loss"]),
-        "held_out_mlm_accuracy": float(results["mlm_accuracy"]),
+        f"held_out_{metric}_loss": loss,
+        f"held_out_{metric}_accuracy": accuracy,
         "most_frequent_token": frequent_token,
         "most_frequent_token_accuracy": baseline,
     }
-    log(f"\nHeld-out masked LM: loss {evaluation['held_out_mlm_loss']:.3f}, accuracy "
-        f"{evaluation['held_out_mlm_accuracy']:.3f} (always predicting {frequent_token!r}: "
-        f"{baseline:.3f})")
+    log(f"\nHeld-out {predicted}: loss {loss:.3f}, accuracy {accuracy:.3f} (always predicting "
+        f"{frequent_token!r}: {baseline:.3f})")
     return evaluation
 
 
@@ -340,9 +389,7 @@ def run_pretraining(
     documents = default_corpus() if not corpus else ["\n".join(d) for d in read_documents(corpus)]
     train_documents, held_out_documents = _split(documents)
     tokenizer = _tokenizer(output, train_documents, vocabulary_size, log)
-    backbone, pretrainer = _compiled_pretrainer(
-        model, objective, tokenizer.vocabulary_size, steps, learning_rate
-    )
+    backbone, pretrainer = _compiled_pretrainer(model, objective, tokenizer, steps, learning_rate)
 
     data = dict(tokenizer=tokenizer, objective=objective, sequence_length=sequence_length,
                 batch_size=batch_size)
@@ -360,16 +407,22 @@ def run_pretraining(
         "batch_size": batch_size,
         "sequence_length": sequence_length,
         "vocabulary_size": tokenizer.vocabulary_size,
-        **_evaluation(pretrainer, held_out, held_out_batches, train_documents, tokenizer, log),
+        **_evaluation(pretrainer, held_out, held_out_batches, train_documents, tokenizer, objective,
+                      log),
         "wall_time_seconds": round(run.elapsed_seconds(), 1),
     }
     pretrainer.save(os.path.join(output, "model.keras"))
     with open(os.path.join(output, "metrics.json"), "w") as f:
         json.dump(metrics, f, indent=2)
-    title = (f"{model}, {objective}: held-out masked-LM accuracy {metrics['held_out_mlm_accuracy']:.3f} "
+    metric, predicted = _lm_metric(objective)
+    title = (f"{model}, {objective}: held-out {predicted} accuracy "
+             f"{metrics[f'held_out_{metric}_accuracy']:.3f} "
              f"(most frequent token {metrics['most_frequent_token_accuracy']:.3f})")
     save_learning_curve(os.path.join(output, "learning_curve.png"), run.losses, title)
     run.finish()
     log(f"Saved model.keras, vocab.txt, metrics.json and learning_curve.png to {output}")
-    _demo(pretrainer, tokenizer, held_out_documents, sequence_length, random.Random(seed), log)
+    if objective == "clm":
+        _continuation_demo(pretrainer, tokenizer, held_out_documents, random.Random(seed), log)
+    else:
+        _demo(pretrainer, tokenizer, held_out_documents, sequence_length, random.Random(seed), log)
     return metrics

@@ -38,6 +38,7 @@ EXPECTED_T5_PARAMETERS = {
 }
 
 EXPECTED_GPT2_PARAMETERS = {
+    "gpt2_tiny": 6_960_768,  # no released model: L2 H128 A2 with GPT-2's vocabulary and positions
     "gpt2_base": 124_439_808,
     "gpt2_medium": 354_823_168,
     "gpt2_large": 774_030_080,

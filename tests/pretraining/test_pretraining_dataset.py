@@ -224,6 +224,20 @@ def test_single_segment_layout(objective):
         assert any((block == SEP).any() for block in inner)
 
 
+def test_clm_examples_are_the_packed_text_itself():
+    dataset = make_dataset("clm", sequence_length=64)
+    spec = dataset.element_spec
+    assert set(spec) == {"token_ids", "padding_mask"}  # x alone: the text is its own target
+    assert all(s.shape == (8, 64) and s.dtype == tf.int32 for s in spec.values())
+    mlm = batches(make_dataset("mlm", sequence_length=64, max_predictions=64))
+    clm = [{k: v.numpy() for k, v in x.items()} for x in dataset]
+    assert len(clm) == len(mlm)
+    for x, (mlm_x, mlm_y) in zip(clm, mlm):  # the same packing (FULL-SENTENCES), unmasked
+        np.testing.assert_array_equal(x["token_ids"], unmasked(mlm_x, mlm_y))
+        np.testing.assert_array_equal(x["padding_mask"], mlm_x["padding_mask"])
+        assert not (x["token_ids"] == MASK).any()
+
+
 def test_masking_statistics_through_the_pipeline():
     data = batches(make_dataset("mlm", sequence_length=128, batch_size=16, max_predictions=128))
     for x, y in data:

@@ -15,6 +15,7 @@ import pytest
 from kbert import cli
 from kbert.pretraining import pretraining_run
 from kbert.pretraining.pretraining_run import default_corpus, run_pretraining
+from kbert.tasks import CausalLM
 
 SMALL = dict(model="bert_tiny", batch_size=4, sequence_length=32, vocabulary_size=1000)
 
@@ -50,6 +51,24 @@ def test_short_run_evaluates_saves_and_demos(objective, corpus, tmp_path):
     assert sum(line.startswith("    answer: ") for line in lines) == pretraining_run.DEMO_SENTENCES
     reloaded = keras.saving.load_model(tmp_path / "model.keras")
     assert reloaded.count_params() > 0
+
+
+def test_a_short_clm_run_through_the_command(corpus, tmp_path, capsys):
+    output = tmp_path / "clm"
+    cli.main(["pretrain", "--corpus", corpus, "--output", str(output), "--model", "gpt2_tiny",
+              "--objective", "clm", "--steps", "3", "--batch-size", "4", "--sequence-length", "32",
+              "--vocabulary-size", "1000"])
+    printed = capsys.readouterr().out
+    assert sorted(os.listdir(output)) == ["learning_curve.png", "metrics.json", "model.keras", "run.json", "vocab.txt"]
+    with open(output / "metrics.json") as f:
+        metrics = json.load(f)
+    assert (metrics["model"], metrics["objective"]) == ("gpt2_tiny", "clm")
+    assert np.isfinite(metrics["held_out_clm_loss"]) and 0.0 <= metrics["held_out_clm_accuracy"] <= 1.0
+    assert 0.0 < metrics["most_frequent_token_accuracy"] < 1.0
+    assert printed.count("    text: ") == pretraining_run.DEMO_SENTENCES
+    reloaded = keras.saving.load_model(output / "model.keras")
+    assert isinstance(reloaded, CausalLM) and reloaded.backbone.end_id == 3  # [SEP] ends the text
+    assert (reloaded.backbone.dropout, reloaded.backbone.num_layers) == (0.0, 2)
 
 
 def test_the_command_s_defaults_are_run_pretraining_s():
@@ -142,7 +161,11 @@ def test_a_rerun_with_other_arguments_is_refused_naming_them(uninterrupted, corp
         (["--sequence-length", "3"], "kbert: Sequence length 3 is outside [8, 512]: at least the pair packing's"),
         (["--objective", "mlm_sop"], "kbert: Unknown objective 'mlm_sop'"),
         (["--model", "bert_huge"], "kbert: Unknown model 'bert_huge'"),
-        (["--model", "t5_small"], "kbert: kbert pretrain trains encoders; t5_small is an encoder-decoder"),
+        (["--model", "t5_small"], "kbert: kbert pretrain trains encoders and decoders; t5_small is an encoder-decoder"),
+        (["--model", "gpt2_tiny"], "kbert: --objective clm trains the decoders (gpt2_tiny, gpt2_base,"),
+        (["--objective", "clm"], "kbert: --objective clm trains the decoders (gpt2_tiny, gpt2_base,"),
+        (["--model", "gpt2_tiny", "--objective", "clm", "--sequence-length", "2048"],
+         "kbert: Sequence length 2048 is outside [8, 1024]"),
         (["--corpus", "{binary}"], "kbert: Corpus file {binary} is not UTF-8 text (it holds binary data)"),
         (["--learning-rate", "nan"], "kbert: The learning rate must be positive; received nan"),
         (["--output", "{file}"], "kbert: --output {file} exists and is not a folder"),
