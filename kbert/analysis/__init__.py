@@ -6,5 +6,6 @@
 """
 
 from kbert.analysis.head_importance import head_importance
+from kbert.analysis.head_pruning import prune_heads
 
-__all__ = ["head_importance"]
+__all__ = ["head_importance", "prune_heads"]
