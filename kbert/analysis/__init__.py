@@ -1,4 +1,4 @@
-"""Looking inside trained models: attention statistics, layer-wise probing, head importance.
+"""Looking inside trained models: attention statistics, layer-wise probing, head importance and pruning.
 
 >>> from kbert.analysis import head_importance
 >>> head_importance.__name__
@@ -7,6 +7,7 @@
 
 from kbert.analysis.attention_statistics import AttentionStatistics
 from kbert.analysis.head_importance import head_importance
+from kbert.analysis.head_pruning import prune_heads
 from kbert.analysis.layer_probe import LayerProbe, expected_layer
 
-__all__ = ["AttentionStatistics", "LayerProbe", "expected_layer", "head_importance"]
+__all__ = ["AttentionStatistics", "LayerProbe", "expected_layer", "head_importance", "prune_heads"]

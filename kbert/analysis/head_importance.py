@@ -3,8 +3,8 @@
 import keras
 import numpy as np
 
+from kbert.analysis.wrapped_encoder import wrapped_encoder
 from kbert.backend_utils import value_and_gradients
-from kbert.models.encoder import Encoder
 
 
 def head_importance(model, batches, loss_fn=None, normalize=True):
@@ -44,12 +44,7 @@ def head_importance(model, batches, loss_fn=None, normalize=True):
     >>> scores.shape, np.allclose(np.linalg.norm(scores, axis=1), 1.0)
     ((2, 2), True)
     """
-    encoder = model if isinstance(model, Encoder) else getattr(model, "backbone", None)
-    if not isinstance(encoder, Encoder):
-        raise ValueError(
-            "head_importance takes a kbert Encoder or a model with an Encoder `backbone`; "
-            f"received a {type(model).__name__}."
-        )
+    encoder = wrapped_encoder(model, "head_importance")
     if loss_fn is None:
         if model is encoder:
             raise ValueError("An Encoder has no loss of its own: pass a loss_fn.")

@@ -60,6 +60,10 @@ class BigBirdAttention(MultiHeadAttention):
         block_size: tokens per block (BigBird: 64).
         num_random_blocks: random key blocks per query block (BigBird: 3).
         seed: seed of the random block plan.
+        random_plan_heads: the heads of the seed's random plan that this
+            layer's heads take, by default `0 .. num_heads-1`; a layer with
+            pruned heads lists the heads it kept, so each keeps its blocks
+            (`kbert.analysis.prune_heads` sets it).
         **kwargs: the other `MultiHeadAttention` arguments (`dropout`,
             `kernel_initializer`, ...).
 
@@ -78,11 +82,13 @@ class BigBirdAttention(MultiHeadAttention):
 
     self_attention_only = True
 
-    def __init__(self, num_heads, key_dim, block_size=64, num_random_blocks=3, seed=0, **kwargs):
+    def __init__(self, num_heads, key_dim, block_size=64, num_random_blocks=3, seed=0,
+                 random_plan_heads=None, **kwargs):
         super().__init__(num_heads, key_dim, **kwargs)
         self.block_size = positive_int("block_size", block_size)
         self.num_random_blocks = non_negative_int("num_random_blocks", num_random_blocks)
         self.seed = non_negative_int("seed", seed)
+        self.random_plan_heads = _checked_plan_heads(random_plan_heads, self.num_heads)
         self._plans = {}
 
     @property
@@ -115,13 +121,14 @@ class BigBirdAttention(MultiHeadAttention):
             )
         if num_blocks not in self._plans:
             rng = np.random.default_rng([self.seed, num_blocks])
-            plan = np.zeros((self.num_heads, num_blocks - 2, r), "int32")
-            for head in range(self.num_heads):
+            plan_heads = self.random_plan_heads or range(self.num_heads)
+            plan = np.zeros((max(plan_heads) + 1, num_blocks - 2, r), "int32")
+            for head in range(len(plan)):
                 for i in range(1, num_blocks - 1):
                     excluded = {i - 1, i, i + 1}
                     eligible = [j for j in range(1, num_blocks - 1) if j not in excluded]
                     plan[head, i - 1] = rng.choice(eligible, size=r, replace=False)
-            self._plans[num_blocks] = plan
+            self._plans[num_blocks] = plan[list(plan_heads)]
         return self._plans[num_blocks].copy()
 
     def attention_pattern(self, sequence_length):
@@ -222,6 +229,12 @@ class BigBirdAttention(MultiHeadAttention):
         context = map_groups(self, group_context, groups, group, training, axis=1)
         return ops.reshape(context[:, :middle], (-1, middle * b, h, value.shape[-1]))
 
+    def arguments_keeping_heads(self, heads):
+        """`num_heads`, and the plan heads the kept heads take."""
+        plan_heads = self.random_plan_heads or list(range(self.num_heads))
+        return {**super().arguments_keeping_heads(heads),
+                "random_plan_heads": [plan_heads[head] for head in heads]}
+
     def key_blocks(self, sequence_length, rows=None):
         """The key blocks each middle query block attends to, one slot per block.
 
@@ -259,7 +272,20 @@ class BigBirdAttention(MultiHeadAttention):
                 "block_size": self.block_size,
                 "num_random_blocks": self.num_random_blocks,
                 "seed": self.seed,
+                "random_plan_heads": self.random_plan_heads,
             }
         )
         return config
 
+
+def _checked_plan_heads(plan_heads, num_heads):
+    """`plan_heads` as a list of `num_heads` distinct non-negative ints, or None (checked)."""
+    if plan_heads is None:
+        return None
+    heads = [non_negative_int("random_plan_heads", head) for head in plan_heads]
+    if len(heads) != num_heads or len(set(heads)) != num_heads:
+        raise ValueError(
+            f"random_plan_heads must list num_heads={num_heads} distinct heads; "
+            f"received {list(plan_heads)}."
+        )
+    return heads

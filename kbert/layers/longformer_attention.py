@@ -124,6 +124,21 @@ class LongformerAttention(MultiHeadAttention):
             self._projections("_global", query_shape, query_shape, query_shape)
         )
 
+    def head_projections(self):
+        """The local projections and the global ones, each split into heads."""
+        return super().head_projections() + [
+            (self.query_global_dense, self.key_dim),
+            (self.key_global_dense, self.key_dim),
+            (self.value_global_dense, self.value_dim),
+        ]
+
+    def arguments_keeping_heads(self, heads):
+        """`num_heads`, and the kept heads' dilations where they are given per head."""
+        arguments = super().arguments_keeping_heads(heads)
+        if not isinstance(self.dilation, int):
+            arguments["dilation"] = [self.dilation[head] for head in heads]
+        return arguments
+
     def attention_pattern(self, sequence_length, global_positions=()):
         """The equivalent dense pattern: bool NumPy `(num_heads, n, n)`, True = attends.
 

@@ -225,6 +225,22 @@ class MultiHeadAttention(keras.layers.Layer):
         probabilities = ops.cast(ops.softmax(scores, axis=-1), self.compute_dtype)
         return self.dropout_layer(probabilities, training=training)
 
+    def head_projections(self):
+        """`[(dense, head_width)]`: the projections whose outputs are split into heads.
+
+        `output_dense` takes its inputs in the same head order, `value_dim` wide each.
+        """
+        return [(self.query_dense, self.key_dim), (self.key_dense, self.key_dim),
+                (self.value_dense, self.value_dim)]
+
+    def arguments_keeping_heads(self, heads):
+        """The constructor arguments that differ in this layer with only `heads` (indices) kept.
+
+        >>> MultiHeadAttention(num_heads=4, key_dim=2).arguments_keeping_heads([0, 3])
+        {'num_heads': 2}
+        """
+        return {"num_heads": len(heads)}
+
     def compute_output_shape(self, query_shape, *args, **kwargs):
         return tuple(query_shape[:-1]) + (self.output_dim or query_shape[-1],)
 
