@@ -13,7 +13,12 @@ module, and its import below.
 import os
 
 # Importing a converter module registers its converters.
-from kbert.checkpoints import bert_converter, long_document_converter, t5_converter  # noqa: F401
+from kbert.checkpoints import (  # noqa: F401
+    bart_converter,
+    bert_converter,
+    long_document_converter,
+    t5_converter,
+)
 from kbert.checkpoints.registry import converter_for
 from kbert.checkpoints.weight_mapping import read_config
 

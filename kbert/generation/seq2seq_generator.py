@@ -41,7 +41,7 @@ def check_generation_interface(model):
     """Raise a `ValueError` unless `model` offers the methods and ids the decoding loop uses."""
     missing = [
         name
-        for name in GENERATION_INTERFACE + ("vocabulary_size", "pad_id", "end_id")
+        for name in GENERATION_INTERFACE + ("vocabulary_size", "pad_id", "end_id", "decoder_start_id")
         if not hasattr(model, name)
     ]
     if missing:
@@ -150,7 +150,8 @@ class Seq2SeqGenerator:
             decoding but pays about a minute of compilation on CPU for
             t5_small at the first call (and again for a new batch size).
         seed: seed of the sampling `keras.random.SeedGenerator`.
-        start_id, end_id, pad_id: default to the model's (T5: 0, 1, 0).
+        start_id, end_id, pad_id: default to the model's `decoder_start_id`,
+            `end_id` and `pad_id` (T5: 0, 1, 0; BART: 2, 2, 1).
 
     Call arguments:
         inputs: dict with `encoder_token_ids` and `encoder_padding_mask`, `(batch, length)`.
@@ -195,7 +196,7 @@ class Seq2SeqGenerator:
         self.num_beams = num_beams if strategy == "beam" else 1
         self.length_penalty = number("length_penalty", length_penalty)
         self.use_cache = bool(use_cache)
-        self.start_id = model.pad_id if start_id is None else int(start_id)
+        self.start_id = model.decoder_start_id if start_id is None else int(start_id)
         self.end_id = model.end_id if end_id is None else int(end_id)
         self.pad_id = model.pad_id if pad_id is None else int(pad_id)
         if jit_compile not in ("auto", True, False):

@@ -4,12 +4,15 @@ from kbert.models.encoder import ATTENTION_LAYERS, Encoder
 from kbert.models.backbone_internals import BackboneInternals
 from kbert.models.long_context import to_long_context
 from kbert.models.presets import (
+    BART_PRESETS,
     PRESETS,
     T5_PRESETS,
     albert_base,
     albert_large,
     albert_xlarge,
     albert_xxlarge,
+    bart_base,
+    bart_large,
     bert_base,
     bert_large,
     bert_medium,
@@ -34,6 +37,7 @@ from kbert.models.presets import (
     t5_v1_1_base,
     t5_v1_1_small,
 )
+from kbert.models.bart import BART
 from kbert.models.t5 import T5, seq2seq_inputs
 
 
@@ -41,7 +45,7 @@ def from_huggingface(path, **overrides):
     """Build a kbert backbone from a local Hugging Face checkpoint directory.
 
     An `Encoder` for the encoder families (BERT, RoBERTa, ALBERT, ELECTRA,
-    DistilBERT, BigBird, Longformer), a `T5` backbone for T5. See
+    DistilBERT, BigBird, Longformer), a `T5` backbone for T5, a `BART` for BART. See
     `kbert.checkpoints.huggingface.from_huggingface`; it lives in
     `kbert.checkpoints` (which depends on `kbert.models`, not the reverse) and is
     imported on first use.

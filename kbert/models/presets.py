@@ -12,6 +12,7 @@ configs, ALGORITHMS.md §8) and are tested.
 import difflib
 
 from kbert.arguments import no_unknown_keywords
+from kbert.models.bart import BART
 from kbert.models.encoder import Encoder
 from kbert.models.t5 import T5
 from kbert.serialization import constructor_arguments
@@ -110,14 +111,22 @@ T5_PRESETS = {
     "t5_v1_1_base": {**_T5_V1_1, **_size(12, 768, 12, 2048)},
 }
 
+# BART (ALGORITHMS.md §7): RoBERTa's 50265-token vocabulary, 1024 (+2) positions.
+_BART = dict(vocabulary_size=50265, max_positions=1024)
+BART_PRESETS = {
+    "bart_base": {**_BART, **_size(6, 768, 12)},
+    "bart_large": {**_BART, **_size(12, 1024, 16)},
+}
+
 # The model class each table builds.
-_TABLES = ((Encoder, PRESETS), (T5, T5_PRESETS))
+_TABLES = ((Encoder, PRESETS), (T5, T5_PRESETS), (BART, BART_PRESETS))
 
 
 def build(name, **overrides):
     """Build the named preset, with keyword overrides of its model's constructor arguments.
 
-    An `Encoder` for the names in `PRESETS`, a `T5` for those in `T5_PRESETS`.
+    An `Encoder` for the names in `PRESETS`, a `T5` for those in `T5_PRESETS`,
+    a `BART` for those in `BART_PRESETS`.
 
     >>> build("bert_tiny", num_layers=1).num_layers
     1
@@ -278,3 +287,20 @@ def t5_v1_1_small(**overrides):
 def t5_v1_1_base(**overrides):
     """T5 v1.1-Base (12+12 layers, d 768, 12 heads, gated GELU, untied): 247,577,856 parameters."""
     return build("t5_v1_1_base", **overrides)
+
+
+def bart_base(**overrides):
+    """BART-Base (6+6 layers, d 768, 12 heads, tied): 139,420,416 parameters + 50,265.
+
+    The 50,265 are `final_logits_bias`, a buffer in transformers and the
+    trainable bias of `lm_head` here: `count_params()` is 139,470,681.
+    """
+    return build("bart_base", **overrides)
+
+
+def bart_large(**overrides):
+    """BART-Large (12+12 layers, d 1024, 16 heads, tied): 406,291,456 parameters + 50,265.
+
+    The 50,265 are `final_logits_bias` (see `bart_base`): `count_params()` is 406,341,721.
+    """
+    return build("bart_large", **overrides)

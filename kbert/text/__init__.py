@@ -1,4 +1,4 @@
-"""Text to model inputs: BERT's WordPiece tokenizer, vocabulary learning, segment packing.
+"""Text to model inputs: WordPiece, SentencePiece and byte-level BPE tokenizers, vocabulary learning, segment packing.
 
 This package runs on TensorFlow and tensorflow-text whatever the Keras backend
 (the text pipeline lives in `tf.data`), so `import kbert` does not import it:
@@ -11,15 +11,18 @@ import `kbert.text` where text is processed.
 [2, 5, 6, 3, 0, 0]
 """
 
+from kbert.text.byte_pair_tokenizer import BytePairTokenizer, learn_byte_pair_vocabulary
 from kbert.text.segment_packer import SegmentPacker
 from kbert.text.sentence_piece_tokenizer import SentencePieceTokenizer, train_sentence_piece
 from kbert.text.word_piece_tokenizer import WordPieceTokenizer
 from kbert.text.word_piece_vocabulary import learn_word_piece_vocabulary
 
 __all__ = [
+    "BytePairTokenizer",
     "SegmentPacker",
     "SentencePieceTokenizer",
     "WordPieceTokenizer",
+    "learn_byte_pair_vocabulary",
     "learn_word_piece_vocabulary",
     "train_sentence_piece",
 ]

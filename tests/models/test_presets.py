@@ -37,10 +37,28 @@ EXPECTED_T5_PARAMETERS = {
     "t5_v1_1_base": 247_577_856,
 }
 
+# transformers' num_parameters(), which leaves out the final_logits_bias buffer
+# (one value per token) that kbert's lm_head holds as its trainable bias.
+EXPECTED_BART_PARAMETERS = {"bart_base": 139_420_416, "bart_large": 406_291_456}
+FINAL_LOGITS_BIAS = 50_265
+
 
 def test_every_preset_has_an_expected_count():
     assert set(EXPECTED_PARAMETERS) == set(kbert.models.PRESETS)
     assert set(EXPECTED_T5_PARAMETERS) == set(kbert.models.T5_PRESETS)
+    assert set(EXPECTED_BART_PARAMETERS) == set(kbert.models.BART_PRESETS)
+
+
+@pytest.mark.parametrize("name", sorted(EXPECTED_BART_PARAMETERS))
+def test_bart_parameter_count(name):
+    builder = getattr(kbert.models, name)
+    with keras.StatelessScope(initialize_variables=False):
+        model = builder()
+    assert isinstance(model, kbert.models.BART)
+    assert tuple(model.lm_head.bias.shape) == (FINAL_LOGITS_BIAS,)
+    assert model.count_params() == EXPECTED_BART_PARAMETERS[name] + FINAL_LOGITS_BIAS
+    assert f"{EXPECTED_BART_PARAMETERS[name]:,} parameters + {FINAL_LOGITS_BIAS:,}" in builder.__doc__
+    assert f"{EXPECTED_BART_PARAMETERS[name] + FINAL_LOGITS_BIAS:,}" in builder.__doc__
 
 
 @pytest.mark.parametrize("name", sorted(EXPECTED_PARAMETERS))
