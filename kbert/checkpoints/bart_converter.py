@@ -22,8 +22,12 @@ from kbert.layers.sublayer_names import (
     ATTENTION_LAYER_NORM,
     CROSS_ATTENTION,
     CROSS_ATTENTION_LAYER_NORM,
+    DECODER_EMBEDDING_LAYER_NORM,
     DECODER_LAYERS,
+    DECODER_POSITION_EMBEDDING,
+    ENCODER_EMBEDDING_LAYER_NORM,
     ENCODER_LAYERS,
+    ENCODER_POSITION_EMBEDDING,
     FFN_LAYER_NORM,
     INTERMEDIATE_DENSE,
     KEY_DENSE,
@@ -63,6 +67,16 @@ DECODER_BLOCK = {
     INTERMEDIATE_DENSE: "fc1",
     OUTPUT_DENSE: "fc2",
     FFN_LAYER_NORM: "final_layer_norm",
+}
+
+
+# The HF module of each sublayer of the backbone itself.
+BART_BACKBONE = {
+    TOKEN_EMBEDDING: "shared",
+    ENCODER_POSITION_EMBEDDING: "encoder.embed_positions",
+    DECODER_POSITION_EMBEDDING: "decoder.embed_positions",
+    ENCODER_EMBEDDING_LAYER_NORM: "encoder.layernorm_embedding",
+    DECODER_EMBEDDING_LAYER_NORM: "decoder.layernorm_embedding",
 }
 
 
@@ -128,12 +142,10 @@ class BartConverter(Converter):
         return ("encoder.embed_tokens.weight", "decoder.embed_tokens.weight", "lm_head.weight")
 
     def sublayer_modules(self, backbone, tensors):
-        pairs = [(resolve_sublayer(backbone, TOKEN_EMBEDDING, f"{self!r} {TOKEN_EMBEDDING!r}"), "shared")]
-        for stack in ("encoder", "decoder"):
-            for attribute, module in ((f"{stack}_position_embedding", "embed_positions"),
-                                      (f"{stack}_embedding_layer_norm", "layernorm_embedding")):
-                pairs.append((resolve_sublayer(backbone, attribute, f"{self!r} {attribute!r}"),
-                              f"{stack}.{module}"))
+        pairs = [
+            (resolve_sublayer(backbone, attribute, f"{self!r} {attribute!r}"), module)
+            for attribute, module in BART_BACKBONE.items()
+        ]
         for stack, attribute, names in (("encoder", ENCODER_LAYERS, ENCODER_BLOCK),
                                         ("decoder", DECODER_LAYERS, DECODER_BLOCK)):
             blocks = resolve_sublayer(backbone, attribute, f"{self!r} {stack} blocks")

@@ -13,6 +13,7 @@ from kbert.models.presets import (
     albert_xxlarge,
     bart_base,
     bart_large,
+    bart_tiny,
     bert_base,
     bert_large,
     bert_medium,

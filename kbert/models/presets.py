@@ -114,6 +114,8 @@ T5_PRESETS = {
 # BART (ALGORITHMS.md §7): RoBERTa's 50265-token vocabulary, 1024 (+2) positions.
 _BART = dict(vocabulary_size=50265, max_positions=1024)
 BART_PRESETS = {
+    # kbert's size for short runs (`kbert pretrain --objective bart`), BERT-Tiny's shape.
+    "bart_tiny": {**_BART, **_size(2, 128, 2)},
     "bart_base": {**_BART, **_size(6, 768, 12)},
     "bart_large": {**_BART, **_size(12, 1024, 16)},
 }
@@ -287,6 +289,14 @@ def t5_v1_1_small(**overrides):
 def t5_v1_1_base(**overrides):
     """T5 v1.1-Base (12+12 layers, d 768, 12 heads, gated GELU, untied): 247,577,856 parameters."""
     return build("t5_v1_1_base", **overrides)
+
+
+def bart_tiny(**overrides):
+    """A tiny BART of kbert's own (2+2 layers, d 128, 2 heads): 7,673,049 parameters.
+
+    No published model has this size: it is for short runs on a CPU.
+    """
+    return build("bart_tiny", **overrides)
 
 
 def bart_base(**overrides):
