@@ -239,30 +239,43 @@ def np_t5_block(block, x, memory=None, padding=None, memory_padding=None, bias=N
 
     No biases and unscaled scores; `bias` goes to self-attention, `causal`
     masks its future keys, and with `memory` a cross-attention branch follows it.
+    The block's switches are followed too: post-norm, LayerNorm, biases and
+    `1/sqrt(d)` scores make it BART's block (ALGORITHMS.md §7).
     """
     heads, key_dim = block.self_attention.num_heads, block.self_attention.key_dim
     batch, length, _ = x.shape
 
-    def attention_branch(x, attention, norm, value, mask, score_bias=None):
-        h = np_rms_norm(x, to_numpy(norm.scale))
-        value = h if value is None else value
-        weights = attention_weights(attention)
-        return x + np_multi_head_attention(
-            h, value, weights, heads, key_dim, mask=mask, scale=1.0, bias=score_bias
+    def norm(layer, y):
+        if block.normalization == "layer":
+            return np_layer_norm(y, to_numpy(layer.gamma), to_numpy(layer.beta), block.layer_norm_epsilon)
+        return np_rms_norm(y, to_numpy(layer.scale), block.layer_norm_epsilon)
+
+    def residual(y, layer, sublayer):
+        if block.normalize_first:
+            return y + sublayer(norm(layer, y))
+        return norm(layer, y + sublayer(y))
+
+    def attention(attention_layer, value, mask, score_bias=None):
+        return lambda h: np_multi_head_attention(
+            h, h if value is None else value, attention_weights(attention_layer), heads, key_dim,
+            mask=mask, scale=block.attention_scale, bias=score_bias,
         )
 
     causal_mask = np.tril(np.ones((length, length), bool))[None] if causal else None
     mask = np_attention_mask(batch, length, length, padding, causal_mask)
-    x = attention_branch(x, block.self_attention, block.self_attention_layer_norm, None, mask, bias)
+    x = residual(x, block.self_attention_layer_norm, attention(block.self_attention, None, mask, bias))
     if memory is not None:
         mask = np_attention_mask(batch, length, memory.shape[1], memory_padding)
-        x = attention_branch(x, block.cross_attention, block.cross_attention_layer_norm, memory, mask)
-    h = np_rms_norm(x, to_numpy(block.ffn_layer_norm.scale))
-    activation = {"relu": lambda y: np.maximum(y, 0.0), "gelu_approximate": np_gelu_tanh}
-    hidden = activation[block.activation](np_dense(h, to_numpy(block.intermediate_dense.kernel)))
-    if block.use_gated_activation:
-        hidden = hidden * np_dense(h, to_numpy(block.gate_dense.kernel))
-    return x + np_dense(hidden, to_numpy(block.output_dense.kernel))
+        x = residual(x, block.cross_attention_layer_norm, attention(block.cross_attention, memory, mask))
+    activation = {"relu": lambda y: np.maximum(y, 0.0), "gelu_approximate": np_gelu_tanh, "gelu": np_gelu}
+
+    def feed_forward(h):
+        hidden = activation[block.activation](np_dense(h, *dense_weights(block.intermediate_dense)))
+        if block.use_gated_activation:
+            hidden = hidden * np_dense(h, *dense_weights(block.gate_dense))
+        return np_dense(hidden, *dense_weights(block.output_dense))
+
+    return residual(x, block.ffn_layer_norm, feed_forward)
 
 
 # ---------------------------------------------------------------------------

@@ -14,6 +14,7 @@ import os
 
 # Importing a converter module registers its converters.
 from kbert.checkpoints import (  # noqa: F401
+    bart_converter,
     bert_converter,
     gpt2_converter,
     long_document_converter,

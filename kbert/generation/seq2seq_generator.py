@@ -54,7 +54,8 @@ class Seq2SeqGenerator(Generator):
             decoding but pays about a minute of compilation on CPU for
             t5_small at the first call (and again for a new batch size).
         seed: seed of the sampling `keras.random.SeedGenerator`.
-        start_id, end_id, pad_id: default to the model's (T5: 0, 1, 0).
+        start_id, end_id, pad_id: default to the model's `decoder_start_id`,
+            `end_id` and `pad_id` (T5: 0, 1, 0; BART: 2, 2, 1).
 
     Call arguments:
         inputs: dict with `encoder_token_ids` and `encoder_padding_mask`, `(batch, length)`.
@@ -75,6 +76,7 @@ class Seq2SeqGenerator(Generator):
         "cross_attention_caches",
         "self_attention_caches",
         "decode_step",
+        "decoder_start_id",
     )
     MODEL_KIND = "an encoder-decoder backbone such as kbert.models.T5"
 
@@ -82,7 +84,7 @@ class Seq2SeqGenerator(Generator):
         self.start_id = None if start_id is None else int(start_id)
         super().__init__(model, max_new_tokens=max_new_tokens, **options)
         if self.start_id is None:
-            self.start_id = model.pad_id
+            self.start_id = model.decoder_start_id
         self._decode_step = self._compiled_step("decode_step")
 
     def __call__(self, inputs):

@@ -9,8 +9,9 @@ from kbert.input_checks import check_ids_in_range
 class PositionEmbedding(keras.layers.Layer):
     """A learned absolute position embedding table (BERT, RoBERTa, ALBERT, ...).
 
-    Returns the rows for positions `0 .. n-1` of an input of length `n`
-    (broadcast over the batch), or the rows named by explicit `positions`.
+    Returns the rows for positions `offset .. offset+n-1` of an input of
+    length `n` (broadcast over the batch; `offset` 0 by default, BART's 2 plus
+    the decoding step), or the rows named by explicit `positions`.
 
     Args:
         max_positions: number of rows in the table; the longest sequence it serves.
@@ -19,6 +20,7 @@ class PositionEmbedding(keras.layers.Layer):
     Call arguments:
         inputs: a tensor `(batch, sequence, width)` whose length and width are used.
         positions: optional int tensor `(batch, sequence)` of rows to look up.
+        offset: int or scalar int tensor: the first row read without `positions`.
 
     Example:
     >>> layer = PositionEmbedding(max_positions=16)
@@ -44,16 +46,17 @@ class PositionEmbedding(keras.layers.Layer):
         )
         self.built = True
 
-    def call(self, inputs, positions=None):
+    def call(self, inputs, positions=None, offset=0):
         length = inputs.shape[1]
         if positions is not None:
             check_ids_in_range(positions, self.max_positions, "Position id")
             table = ops.cast(self.embeddings, self.compute_dtype)
             return ops.take(table, positions, axis=0)
-        self._check_length(length)
+        if isinstance(offset, int):
+            self._check_length(None if length is None else length + offset)
         shape = ops.shape(inputs)
         table = ops.convert_to_tensor(self.embeddings)
-        rows = ops.slice(table, (0, 0), (shape[1], shape[2]))
+        rows = ops.slice(table, (offset, 0), (shape[1], shape[2]))
         return ops.broadcast_to(ops.cast(rows, self.compute_dtype)[None], shape)
 
     def _check_length(self, length):

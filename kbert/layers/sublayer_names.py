@@ -90,6 +90,12 @@ DECODER_POSITION_BIAS = "decoder_position_bias"
 ENCODER_FINAL_LAYER_NORM = "encoder_final_layer_norm"
 DECODER_FINAL_LAYER_NORM = "decoder_final_layer_norm"
 
+# A `BART` backbone (`token_embedding`, `lm_head`, the stacks' layers as above).
+ENCODER_POSITION_EMBEDDING = "encoder_position_embedding"
+DECODER_POSITION_EMBEDDING = "decoder_position_embedding"
+ENCODER_EMBEDDING_LAYER_NORM = "encoder_embedding_layer_norm"
+DECODER_EMBEDDING_LAYER_NORM = "decoder_embedding_layer_norm"
+
 
 # A `GPT2` backbone (`token_embedding`, `position_embedding` and
 # `transformer_layers` as above).

@@ -1,10 +1,13 @@
 import keras
 
-from kbert.arguments import positive_int, positive_number, probability
+from kbert.arguments import one_of, positive_int, positive_number, probability
 from kbert.layers.activations import get_activation, serialize_activation
 from kbert.layers.cached_multi_head_attention import CachedMultiHeadAttention
+from kbert.layers.initializers import clone_initializer
 from kbert.layers.multi_head_attention import probabilities_spec
 from kbert.layers.rms_normalization import RMSNormalization
+
+NORMALIZATIONS = ("rms", "layer")
 
 
 @keras.saving.register_keras_serializable(package="kbert")
@@ -22,6 +25,12 @@ class T5EncoderBlock(keras.layers.Layer):
     `TransformerDecoder`, T5's decoder block, extends it with causal
     self-attention, cross-attention to the encoder output and key/value caches.
 
+    Four switches turn the block into BART's (ALGORITHMS.md §7): post-norm
+    (`normalize_first=False`: `x = Norm(x + Drop(Sublayer(x)))`), LayerNorm
+    (`normalization="layer"`), biased projections (`use_bias=True`) and
+    scores scaled by `1/√d_kv` (`attention_scale=None`); `kernel_initializer`
+    replaces T5's initialisation (BART: normal, std 0.02).
+
     Weights are initialised as in T5 with `initializer_factor` (ALGORITHMS.md
     §3): q `(d·d_kv)^−½`, k and v `d^−½`, o `(h·d_kv)^−½`, wi `d^−½`, wo `d_ff^−½`.
 
@@ -34,6 +43,11 @@ class T5EncoderBlock(keras.layers.Layer):
         use_gated_activation: the v1.1 gated feed-forward network.
         layer_norm_epsilon: RMS normalization epsilon (T5: 1e-6).
         initializer_factor: scale of the T5 initialisation.
+        normalize_first: pre-norm (T5) or post-norm (BART).
+        normalization: `"rms"` (T5) or `"layer"` (LayerNorm with a bias, BART).
+        use_bias: biases on every projection (BART) or none (T5).
+        attention_scale: factor on the scores; `None` is `1/√d_kv` (T5: 1.0).
+        kernel_initializer: initializer of every kernel; `None` is T5's.
 
     Call arguments:
         inputs: `(batch, length, width)`.
@@ -63,6 +77,11 @@ class T5EncoderBlock(keras.layers.Layer):
         use_gated_activation=False,
         layer_norm_epsilon=1e-6,
         initializer_factor=1.0,
+        normalize_first=True,
+        normalization="rms",
+        use_bias=False,
+        attention_scale=1.0,
+        kernel_initializer=None,
         **kwargs,
     ):
         super().__init__(**kwargs)
@@ -75,10 +94,19 @@ class T5EncoderBlock(keras.layers.Layer):
         self.use_gated_activation = bool(use_gated_activation)
         self.layer_norm_epsilon = positive_number("layer_norm_epsilon", layer_norm_epsilon)
         self.initializer_factor = positive_number("initializer_factor", initializer_factor)
+        self.normalize_first = bool(normalize_first)
+        self.normalization = one_of("normalization", normalization, NORMALIZATIONS)
+        self.use_bias = bool(use_bias)
+        self.attention_scale = positive_number("attention_scale", attention_scale, optional=True)
+        self.kernel_initializer = (
+            None if kernel_initializer is None else keras.initializers.get(kernel_initializer)
+        )
 
     # --- Sublayers --------------------------------------------------------------
 
     def _initializer(self, scale=1.0):
+        if self.kernel_initializer is not None:
+            return clone_initializer(self.kernel_initializer)
         # std = factor·sqrt(scale / fan_in): T5's per-weight stds (ALGORITHMS.md §3).
         return keras.initializers.VarianceScaling(
             scale=self.initializer_factor**2 * scale,
@@ -91,8 +119,8 @@ class T5EncoderBlock(keras.layers.Layer):
             num_heads=self.num_heads,
             key_dim=key_dim,
             dropout=self.dropout,
-            use_bias=False,
-            scale=1.0,
+            use_bias=self.use_bias,
+            scale=self.attention_scale,
             kernel_initializer=self._initializer(),
             query_kernel_initializer=self._initializer(1.0 / key_dim),
             dtype=self.dtype_policy,
@@ -102,7 +130,12 @@ class T5EncoderBlock(keras.layers.Layer):
         return attention
 
     def _norm(self, width, name):
-        norm = RMSNormalization(self.layer_norm_epsilon, dtype=self.dtype_policy, name=name)
+        if self.normalization == "layer":
+            norm = keras.layers.LayerNormalization(
+                epsilon=self.layer_norm_epsilon, dtype=self.dtype_policy, name=name
+            )
+        else:
+            norm = RMSNormalization(self.layer_norm_epsilon, dtype=self.dtype_policy, name=name)
         norm.build((None, None, width))
         return norm
 
@@ -113,7 +146,7 @@ class T5EncoderBlock(keras.layers.Layer):
         dense = keras.layers.Dense(
             units,
             activation=activation,
-            use_bias=False,
+            use_bias=self.use_bias,
             kernel_initializer=self._initializer(),
             dtype=self.dtype_policy,
             name=name,
@@ -161,28 +194,47 @@ class T5EncoderBlock(keras.layers.Layer):
 
     def call(self, inputs, padding_mask=None, attention_bias=None, training=None,
              return_attention_probabilities=False, head_mask=None):
-        attended = self.self_attention(
-            self.self_attention_layer_norm(inputs),
-            padding_mask=padding_mask,
-            attention_bias=attention_bias,
-            training=training,
-            return_probabilities=return_attention_probabilities,
-            head_mask=head_mask,
+        x, probabilities = self._residual(
+            inputs,
+            self.self_attention_layer_norm,
+            self.self_attention_dropout,
+            lambda h: self.self_attention(
+                h,
+                padding_mask=padding_mask,
+                attention_bias=attention_bias,
+                training=training,
+                return_probabilities=return_attention_probabilities,
+                head_mask=head_mask,
+            ),
+            training,
         )
-        if return_attention_probabilities:
-            attended, probabilities = attended
-        x = inputs + self.self_attention_dropout(attended, training=training)
         x = self._feed_forward(x, training)
         return (x, probabilities) if return_attention_probabilities else x
 
+    def _residual(self, x, norm, dropout, sublayer, training):
+        """`(x + Drop(f(Norm(x))), extra)` pre-norm, `(Norm(x + Drop(f(x))), extra)` post-norm.
+
+        `extra` is the second output of a sublayer `f` that returns a pair (a
+        cache, probabilities), else None.
+        """
+        outputs = sublayer(norm(x) if self.normalize_first else x)
+        extra = None
+        if isinstance(outputs, (tuple, list)):
+            outputs, extra = outputs
+        x = x + dropout(outputs, training=training)
+        return (x if self.normalize_first else norm(x)), extra
+
     def _feed_forward(self, x, training):
-        """`x + Drop(FFN(RMS(x)))`."""
-        normalized = self.ffn_layer_norm(x)
-        hidden = self.intermediate_dense(normalized)
+        """`x + Drop(FFN(Norm(x)))`, or its post-norm form."""
+        return self._residual(
+            x, self.ffn_layer_norm, self.ffn_dropout, lambda h: self._ffn(h, training), training
+        )[0]
+
+    def _ffn(self, x, training):
+        hidden = self.intermediate_dense(x)
         if self.use_gated_activation:
-            hidden = hidden * self.gate_dense(normalized)
-        outputs = self.output_dense(self.intermediate_dropout(hidden, training=training))
-        return x + self.ffn_dropout(outputs, training=training)
+            hidden = hidden * self.gate_dense(x)
+        return self.output_dense(self.intermediate_dropout(hidden, training=training))
 
     def compute_output_shape(self, inputs_shape, *args, **kwargs):
         return inputs_shape
@@ -205,6 +257,15 @@ class T5EncoderBlock(keras.layers.Layer):
                 "use_gated_activation": self.use_gated_activation,
                 "layer_norm_epsilon": self.layer_norm_epsilon,
                 "initializer_factor": self.initializer_factor,
+                "normalize_first": self.normalize_first,
+                "normalization": self.normalization,
+                "use_bias": self.use_bias,
+                "attention_scale": self.attention_scale,
+                "kernel_initializer": (
+                    None
+                    if self.kernel_initializer is None
+                    else keras.initializers.serialize(self.kernel_initializer)
+                ),
             }
         )
         return config

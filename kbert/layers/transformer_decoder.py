@@ -14,7 +14,8 @@ class TransformerDecoder(T5EncoderBlock):
     scores, T5's initialisation; ALGORITHMS.md §3) with the self-attention
     made causal and, between it and the feed-forward network,
     `x = x + Drop(CrossAttn(RMS(x), encoder_outputs))`. The relative position
-    bias goes to self-attention only; cross-attention gets none.
+    bias goes to self-attention only; cross-attention gets none. With
+    `T5EncoderBlock`'s switches it is BART's post-LayerNorm decoder block.
 
     Incremental decoding: pass `self_attention_cache`
     `(batch, heads, 2, max_length, key_dim)` and `cache_update_index`; the
@@ -97,31 +98,39 @@ class TransformerDecoder(T5EncoderBlock):
         probabilities = {"return_probabilities": True} if return_attention_probabilities else {}
         query_length = ops.shape(inputs)[1]
         key_length = ops.shape(self_attention_cache)[3] if caching else query_length
-        attended = self.self_attention(
-            self.self_attention_layer_norm(inputs),
-            padding_mask=padding_mask,
-            attention_mask=causal_mask(
-                query_length, key_length, cache_update_index if caching else 0
-            ),
-            attention_bias=attention_bias,
-            cache=self_attention_cache,
-            cache_update_index=cache_update_index,
-            cache_write=cache_write,
-            training=training,
-            head_mask=head_mask,
-            **probabilities,
+        self_mask = causal_mask(
+            query_length, key_length, cache_update_index if caching else 0
         )
-        if caching or return_attention_probabilities:
-            attended, second = attended  # the updated cache, or the probabilities
-        x = inputs + self.self_attention_dropout(attended, training=training)
+        x, second = self._residual(  # second: the updated cache, or the probabilities
+            inputs,
+            self.self_attention_layer_norm,
+            self.self_attention_dropout,
+            lambda h: self.self_attention(
+                h,
+                padding_mask=padding_mask,
+                attention_mask=self_mask,
+                attention_bias=attention_bias,
+                cache=self_attention_cache,
+                cache_update_index=cache_update_index,
+                cache_write=cache_write,
+                training=training,
+                head_mask=head_mask,
+                **probabilities,
+            ),
+            training,
+        )
         cross_probabilities = None
         if self.use_cross_attention:
-            x = self._cross_attend(
-                x, encoder_outputs, encoder_padding_mask, cross_attention_cache, training,
-                cross_attention_head_mask, **probabilities,
+            x, cross_probabilities = self._residual(
+                x,
+                self.cross_attention_layer_norm,
+                self.cross_attention_dropout,
+                lambda h: self._cross_attend(
+                    h, encoder_outputs, encoder_padding_mask, cross_attention_cache, training,
+                    cross_attention_head_mask, **probabilities,
+                ),
+                training,
             )
-            if return_attention_probabilities:
-                x, cross_probabilities = x
         x = self._feed_forward(x, training)
         if return_attention_probabilities:
             return x, second, cross_probabilities
@@ -129,22 +138,19 @@ class TransformerDecoder(T5EncoderBlock):
 
     def _cross_attend(self, x, encoder_outputs, encoder_padding_mask, cache, training,
                       head_mask=None, return_probabilities=False):
-        """`x + Drop(CrossAttn(RMS(x), encoder_outputs))`, from the projected `cache` if given."""
-        normalized = self.cross_attention_layer_norm(x)
+        """`CrossAttn(x, encoder_outputs)`, from the projected `cache` if given.
+
+        With `return_probabilities`, `(outputs, probabilities)`.
+        """
         if cache is None:
-            attended = self.cross_attention(
-                normalized, value=encoder_outputs, padding_mask=encoder_padding_mask,
+            return self.cross_attention(
+                x, value=encoder_outputs, padding_mask=encoder_padding_mask,
                 training=training, return_probabilities=return_probabilities, head_mask=head_mask,
             )
-            if return_probabilities:
-                attended, probabilities = attended
-                return x + self.cross_attention_dropout(attended, training=training), probabilities
-        else:
-            attended, _ = self.cross_attention(
-                normalized, padding_mask=encoder_padding_mask, cache=cache, training=training,
-                head_mask=head_mask,
-            )
-        return x + self.cross_attention_dropout(attended, training=training)
+        return self.cross_attention(
+            x, padding_mask=encoder_padding_mask, cache=cache, training=training,
+            head_mask=head_mask,
+        )[0]
 
     def compute_output_spec(self, inputs, encoder_outputs=None, *args, self_attention_cache=None,
                             return_attention_probabilities=False, **kwargs):

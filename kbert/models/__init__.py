@@ -1,18 +1,23 @@
 """Backbones and the builder functions users call."""
 
+from kbert.models.bart import BART
 from kbert.models.elmo import ELMo
 from kbert.models.encoder import ATTENTION_LAYERS, Encoder
 from kbert.models.backbone_internals import BackboneInternals
 from kbert.models.long_context import to_long_context
 from kbert.models.presets import (
-    GPT2_PRESETS,
+    BART_PRESETS,
     ELMO_PRESETS,
+    GPT2_PRESETS,
     PRESETS,
     T5_PRESETS,
     albert_base,
     albert_large,
     albert_xlarge,
     albert_xxlarge,
+    bart_base,
+    bart_large,
+    bart_tiny,
     bert_base,
     bert_large,
     bert_medium,
@@ -51,7 +56,8 @@ def from_huggingface(path, **overrides):
     """Build a kbert backbone from a local Hugging Face checkpoint directory.
 
     An `Encoder` for the encoder families (BERT, RoBERTa, ALBERT, ELECTRA,
-    DistilBERT, BigBird, Longformer), a `T5` backbone for T5, a `GPT2` for GPT-2. See
+    DistilBERT, BigBird, Longformer), a `T5` backbone for T5, a `BART` for BART, a
+    `GPT2` for GPT-2. See
     `kbert.checkpoints.huggingface.from_huggingface`; it lives in
     `kbert.checkpoints` (which depends on `kbert.models`, not the reverse) and is
     imported on first use.

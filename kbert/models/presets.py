@@ -4,7 +4,7 @@ Every builder returns a randomly initialised model and takes keyword
 overrides of any of its constructor's arguments: `bert_base(num_layers=6,
 dropout=0.0)` builds an `Encoder`, `t5_small(num_layers=2)` a `T5`.
 `build("bert_base", ...)` reads the same tables, `PRESETS` (the encoders),
-`T5_PRESETS`, `GPT2_PRESETS` and `ELMO_PRESETS`. Parameter counts are those of
+`T5_PRESETS`, `BART_PRESETS`, `GPT2_PRESETS` and `ELMO_PRESETS`. Parameter counts are those of
 the published models (with the pooler where the published model has one; T5's
 from the reference library's configs, ALGORITHMS.md §8) and are tested.
 """
@@ -13,6 +13,7 @@ import difflib
 
 from kbert.arguments import no_unknown_keywords
 from kbert.layers.character_cnn import ELMO_FILTERS
+from kbert.models.bart import BART
 from kbert.models.elmo import ELMo
 from kbert.models.encoder import Encoder
 from kbert.models.gpt2 import GPT2
@@ -122,6 +123,7 @@ GPT2_PRESETS = {
     "gpt2_medium": {**_GPT2, **_size(24, 1024, 16)},
     "gpt2_large": {**_GPT2, **_size(36, 1280, 20)},
 }
+
 # ELMo (AllenNLP's elmo_2x4096_512_2048cnn_2xhighway "original" options) and a
 # small biLM for CPU runs: a quarter of the width, the first five filter banks.
 ELMO_PRESETS = {
@@ -129,15 +131,31 @@ ELMO_PRESETS = {
     "elmo_small": dict(hidden_dim=128, cell_dim=512, num_layers=2, filters=ELMO_FILTERS[:5]),
 }
 
+# BART (ALGORITHMS.md §7): RoBERTa's 50265-token vocabulary, 1024 (+2) positions.
+_BART = dict(vocabulary_size=50265, max_positions=1024)
+BART_PRESETS = {
+    # kbert's size for short runs (`kbert pretrain --objective bart`), BERT-Tiny's shape.
+    "bart_tiny": {**_BART, **_size(2, 128, 2)},
+    "bart_base": {**_BART, **_size(6, 768, 12)},
+    "bart_large": {**_BART, **_size(12, 1024, 16)},
+}
+
 # The model class each table builds.
-_TABLES = ((Encoder, PRESETS), (T5, T5_PRESETS), (GPT2, GPT2_PRESETS), (ELMo, ELMO_PRESETS))
+_TABLES = (
+    (Encoder, PRESETS),
+    (T5, T5_PRESETS),
+    (BART, BART_PRESETS),
+    (GPT2, GPT2_PRESETS),
+    (ELMo, ELMO_PRESETS),
+)
 
 
 def build(name, **overrides):
     """Build the named preset, with keyword overrides of its model's constructor arguments.
 
     An `Encoder` for the names in `PRESETS`, a `T5` for those in `T5_PRESETS`,
-    a `GPT2` for those in `GPT2_PRESETS`.
+    a `BART` for those in `BART_PRESETS`, a `GPT2` for those in `GPT2_PRESETS`,
+    an `ELMo` for those in `ELMO_PRESETS`.
 
     >>> build("bert_tiny", num_layers=1).num_layers
     1
@@ -334,3 +352,26 @@ def elmo_small(**overrides):
     3,521,760 parameters.
     """
     return build("elmo_small", **overrides)
+def bart_tiny(**overrides):
+    """A tiny BART of kbert's own (2+2 layers, d 128, 2 heads): 7,673,049 parameters.
+
+    No published model has this size: it is for short runs on a CPU.
+    """
+    return build("bart_tiny", **overrides)
+
+
+def bart_base(**overrides):
+    """BART-Base (6+6 layers, d 768, 12 heads, tied): 139,420,416 parameters + 50,265.
+
+    The 50,265 are `final_logits_bias`, a buffer in transformers and the
+    trainable bias of `lm_head` here: `count_params()` is 139,470,681.
+    """
+    return build("bart_base", **overrides)
+
+
+def bart_large(**overrides):
+    """BART-Large (12+12 layers, d 1024, 16 heads, tied): 406,291,456 parameters + 50,265.
+
+    The 50,265 are `final_logits_bias` (see `bart_base`): `count_params()` is 406,341,721.
+    """
+    return build("bart_large", **overrides)

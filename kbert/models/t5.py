@@ -44,7 +44,8 @@ class T5(Backbone):
     vocabulary `logits`. It owns no loss: `kbert.tasks.Seq2SeqLM` wraps it
     with the token cross-entropy and generates with it.
     `kbert.generation.Seq2SeqGenerator` decodes through `encode`, `decode`,
-    `cross_attention_caches`, `self_attention_caches` and `decode_step`.
+    `cross_attention_caches`, `self_attention_caches` and `decode_step`, from
+    `decoder_start_id`.
 
     Args:
         vocabulary_size: rows of the shared token table.
@@ -128,6 +129,7 @@ class T5(Backbone):
         self.initializer_factor = initializer_factor
         self.pad_id = PAD_ID
         self.end_id = END_ID
+        self.decoder_start_id = PAD_ID
 
         # === Layers ===
         self._create_embeddings(dtype)
@@ -325,15 +327,11 @@ class T5(Backbone):
 
     def cross_attention_caches(self, encoder_outputs):
         """Each decoder block's projected encoder keys and values, computed once per input."""
-        return tuple(
-            block.cross_attention.compute_cache(encoder_outputs) for block in self.decoder_layers
-        )
+        return cross_attention_caches(self.decoder_layers, encoder_outputs)
 
     def self_attention_caches(self, batch_size, max_length):
         """Empty self-attention caches `(batch, heads, 2, max_length, key_dim)`, one per decoder block."""
-        attention = self.decoder_layers[0].self_attention
-        shape = (batch_size, attention.num_heads, 2, max_length, attention.key_dim)
-        return tuple(ops.zeros(shape, self.compute_dtype) for _ in self.decoder_layers)
+        return self_attention_caches(self.decoder_layers, batch_size, max_length, self.compute_dtype)
 
     def decode_step(
         self,
@@ -377,6 +375,18 @@ class T5(Backbone):
             updated.append(cache)
         sequence_output = self._end_decoder(x, training=False)
         return self._logits(sequence_output)[:, 0, :], tuple(updated)
+
+
+def cross_attention_caches(decoder_layers, encoder_outputs):
+    """Each `TransformerDecoder` block's projected encoder keys and values."""
+    return tuple(block.cross_attention.compute_cache(encoder_outputs) for block in decoder_layers)
+
+
+def self_attention_caches(decoder_layers, batch_size, max_length, dtype):
+    """Empty self-attention caches `(batch, heads, 2, max_length, key_dim)`, one per block."""
+    attention = decoder_layers[0].self_attention
+    shape = (batch_size, attention.num_heads, 2, max_length, attention.key_dim)
+    return tuple(ops.zeros(shape, dtype) for _ in decoder_layers)
 
 
 def seq2seq_inputs(encoder_token_ids, target_ids, pad_id=PAD_ID, start_id=PAD_ID):

@@ -51,6 +51,17 @@ TINY_CONFIGS = {
         feed_forward_proj="gated-gelu",  # v1.1: a gate and an untied lm_head
         tie_word_embeddings=False,
     ),
+    "bart": dict(
+        vocab_size=30,
+        d_model=8,
+        encoder_layers=1,
+        decoder_layers=2,
+        encoder_attention_heads=2,
+        decoder_attention_heads=2,
+        encoder_ffn_dim=16,
+        decoder_ffn_dim=16,
+        max_position_embeddings=32,
+    ),
 }
 # The families whose sharding is checked.
 SHARDED = ("bert", "albert", "longformer", "big_bird", "t5")

@@ -17,15 +17,24 @@ from kbert.layers.cached_multi_head_attention import CACHE_WRITES
 BATCH, LENGTH, SOURCE, WIDTH, HEADS, FF = 2, 5, 7, 12, 3, 10
 
 
-def decoder_case(gated=False):
+# BART's block (ALGORITHMS.md §7): post-LayerNorm, biases, scaled scores, exact GELU.
+BART_STYLE = dict(
+    normalize_first=False,
+    normalization="layer",
+    use_bias=True,
+    attention_scale=None,
+    activation="gelu",
+    layer_norm_epsilon=1e-5,
+    kernel_initializer=keras.initializers.RandomNormal(stddev=0.3),
+)
+
+
+def decoder_case(gated=False, style=None):
     rng = np.random.default_rng(0)
+    style = style or {"activation": "gelu_approximate" if gated else "relu"}
     return LayerCase(
         make_layer=lambda: TransformerDecoder(
-            HEADS,
-            FF,
-            dropout=0.1,
-            activation="gelu_approximate" if gated else "relu",
-            use_gated_activation=gated,
+            HEADS, FF, dropout=0.1, use_gated_activation=gated, **style
         ),
         inputs={
             "inputs": random_floats(rng, (BATCH, LENGTH, WIDTH)),
@@ -50,7 +59,19 @@ def decoder_only_case():
     )
 
 
-CASES = {"decoder": decoder_case, "gated_decoder": lambda: decoder_case(True), "decoder_only": decoder_only_case}
+CASES = {
+    "decoder": decoder_case,
+    "gated_decoder": lambda: decoder_case(True),
+    "decoder_only": decoder_only_case,
+    "bart_decoder": lambda: decoder_case(style=BART_STYLE),
+}
+
+
+def randomize_weights(layer, seed=1):
+    """Every weight of `layer` (biases and norm offsets included) drawn at random."""
+    rng = np.random.default_rng(seed)
+    for weight in layer.weights:
+        weight.assign(rng.normal(0.0, 0.3, weight.shape).astype("float32"))
 
 
 @pytest.mark.parametrize("check", STANDARD_CHECKS)
@@ -61,7 +82,7 @@ def test_standard(check, tmp_path):
 # The other configurations run the same code with parts switched off or on: the
 # cheap checks here, their numerics in test_matches_numpy.
 @pytest.mark.parametrize("check", ["config_round_trip", "symbolic_and_eager"])
-@pytest.mark.parametrize("case_name", ["decoder_only", "gated_decoder"])
+@pytest.mark.parametrize("case_name", ["decoder_only", "gated_decoder", "bart_decoder"])
 def test_config_and_shapes_of_other_configurations(check, case_name, tmp_path):
     run_standard_check(check, CASES[case_name](), tmp_path)
 
@@ -70,6 +91,8 @@ def test_config_and_shapes_of_other_configurations(check, case_name, tmp_path):
 def test_matches_numpy(case_name):
     case = CASES[case_name]()
     layer = case.make_layer()
+    case.call(layer, case.inputs)
+    randomize_weights(layer)
     outputs = to_numpy(case.call(layer, case.inputs))
     i = case.inputs
     expected = np_t5_block(
@@ -91,9 +114,10 @@ def test_causal_future_does_not_leak():
     assert np.abs(after[:, 3:] - before[:, 3:]).max() > 1e-3
 
 
+@pytest.mark.parametrize("style", ["gated", "bart"])
 @pytest.mark.parametrize("cache_write", CACHE_WRITES)
-def test_cached_steps_equal_full_call(cache_write):
-    case = decoder_case(gated=True)
+def test_cached_steps_equal_full_call(cache_write, style):
+    case = decoder_case(gated=True) if style == "gated" else decoder_case(style=BART_STYLE)
     layer = case.make_layer()
     i = case.inputs
     bias = i["attention_bias"]
@@ -126,6 +150,10 @@ def test_errors():
         TransformerDecoder(5, FF).build((1, 2, WIDTH))
     with pytest.raises(ValueError, match="expects inputs of shape"):
         TransformerDecoder(HEADS, FF).build((2, WIDTH))
+    with pytest.raises(ValueError, match="normalization must be one of"):
+        TransformerDecoder(HEADS, FF, normalization="batch")
+    with pytest.raises(ValueError, match="attention_scale"):
+        TransformerDecoder(HEADS, FF, attention_scale=0.0)
 
 
 def test_attention_probabilities_symbolic_and_eager_agree():

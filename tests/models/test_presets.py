@@ -43,12 +43,50 @@ EXPECTED_GPT2_PARAMETERS = {
     "gpt2_medium": 354_823_168,
     "gpt2_large": 774_030_080,
 }
+# transformers' num_parameters(), which leaves out the final_logits_bias buffer
+# (one value per token) that kbert's lm_head holds as its trainable bias.
+EXPECTED_BART_PARAMETERS = {"bart_base": 139_420_416, "bart_large": 406_291_456}
+FINAL_LOGITS_BIAS = 50_265
+
+
+def bart_parameters(vocabulary, positions, layers, hidden, intermediate):
+    """BART's parameters by hand: tables, embedding norms, blocks and the head's bias."""
+    attention = 4 * (hidden * hidden + hidden)
+    feed_forward = 2 * hidden * intermediate + intermediate + hidden
+    encoder_block = attention + feed_forward + 2 * 2 * hidden
+    decoder_block = 2 * attention + feed_forward + 3 * 2 * hidden
+    embeddings = vocabulary * hidden + 2 * (positions + 2) * hidden + 2 * 2 * hidden
+    return embeddings + layers * (encoder_block + decoder_block) + vocabulary
 
 
 def test_every_preset_has_an_expected_count():
     assert set(EXPECTED_PARAMETERS) == set(kbert.models.PRESETS)
     assert set(EXPECTED_T5_PARAMETERS) == set(kbert.models.T5_PRESETS)
     assert set(EXPECTED_GPT2_PARAMETERS) == set(kbert.models.GPT2_PRESETS)
+    assert set(EXPECTED_BART_PARAMETERS) | {"bart_tiny"} == set(kbert.models.BART_PRESETS)
+
+
+def test_bart_counts_by_hand_and_the_tiny_one():
+    for name, (layers, hidden) in {"bart_base": (6, 768), "bart_large": (12, 1024)}.items():
+        by_hand = bart_parameters(50265, 1024, layers, hidden, 4 * hidden)
+        assert by_hand == EXPECTED_BART_PARAMETERS[name] + FINAL_LOGITS_BIAS
+    with keras.StatelessScope(initialize_variables=False):
+        model = kbert.models.bart_tiny()
+    tiny = bart_parameters(50265, 1024, 2, 128, 512)
+    assert model.count_params() == tiny
+    assert f"{tiny:,}" in kbert.models.bart_tiny.__doc__
+
+
+@pytest.mark.parametrize("name", sorted(EXPECTED_BART_PARAMETERS))
+def test_bart_parameter_count(name):
+    builder = getattr(kbert.models, name)
+    with keras.StatelessScope(initialize_variables=False):
+        model = builder()
+    assert isinstance(model, kbert.models.BART)
+    assert tuple(model.lm_head.bias.shape) == (FINAL_LOGITS_BIAS,)
+    assert model.count_params() == EXPECTED_BART_PARAMETERS[name] + FINAL_LOGITS_BIAS
+    assert f"{EXPECTED_BART_PARAMETERS[name]:,} parameters + {FINAL_LOGITS_BIAS:,}" in builder.__doc__
+    assert f"{EXPECTED_BART_PARAMETERS[name] + FINAL_LOGITS_BIAS:,}" in builder.__doc__
 
 
 @pytest.mark.parametrize("name", sorted(EXPECTED_PARAMETERS))

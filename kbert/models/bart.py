@@ -1,0 +1,258 @@
+"""BART, the denoising encoder-decoder of Lewis et al. 2020."""
+
+import keras
+from keras import ops
+
+from kbert.arguments import positive_int, positive_number, probability
+from kbert.layers.language_model_head import LanguageModelHead
+from kbert.layers.position_embedding import PositionEmbedding
+from kbert.layers.reversible_embedding import ReversibleEmbedding
+from kbert.layers.transformer_decoder import TransformerDecoder
+from kbert.layers.transformer_encoder import TransformerEncoder
+from kbert.models.backbone import Backbone
+from kbert.models.t5 import INPUT_NAMES, T5, cross_attention_caches, self_attention_caches
+
+# BART's special ids (RoBERTa's vocabulary): <s> 0, <pad> 1, </s> 2; the
+# decoder starts from </s> (`decoder_start_token_id`, ALGORITHMS.md §7).
+PAD_ID = 1
+END_ID = 2
+DECODER_START_ID = 2
+# Learned positions start at row 2 of the table (max_positions + 2 rows).
+POSITION_OFFSET = 2
+
+
+@keras.saving.register_keras_serializable(package="kbert")
+class BART(Backbone):
+    """The BART encoder-decoder backbone, up to its vocabulary logits (ALGORITHMS.md §7).
+
+    Post-LN blocks with biases, `1/√d` attention and exact GELU: the encoder
+    is a stack of `TransformerEncoder`s, the decoder of `TransformerDecoder`s
+    switched to BART's form. Each stack embeds its tokens with the shared
+    token table (times `√d` only with `scale_embedding`), adds its own learned
+    positions read from row 2 on (offset 2), and normalizes the sum
+    (`layernorm_embedding`). The logits are the decoder output times the
+    shared table, plus `final_logits_bias` (the `bias` of `lm_head`, a
+    trainable weight here, a buffer in transformers). The decoder starts from
+    `</s>` (id 2); the pad id is 1.
+
+    Inputs and outputs are `kbert.models.T5`'s (`encoder_token_ids`,
+    `encoder_padding_mask`, `decoder_token_ids`, `decoder_padding_mask`;
+    `encoder_sequence_output`, `decoder_sequence_output`, `logits`), and so is
+    the generation interface, so `kbert.tasks.Seq2SeqLM` and
+    `kbert.generation.Seq2SeqGenerator` drive it as they drive T5.
+
+    Args:
+        vocabulary_size: rows of the shared token table.
+        num_layers: encoder blocks (and decoder blocks unless `num_decoder_layers`).
+        num_heads: attention heads.
+        hidden_dim: model width `d`.
+        intermediate_dim: feed-forward width.
+        num_decoder_layers: decoder blocks; defaults to `num_layers`.
+        max_positions: longest sequence (the position tables have 2 more rows).
+        activation: feed-forward activation (`"gelu"`, the exact erf form).
+        dropout: dropout on the embeddings, residual branches, attention
+            probabilities and inside the feed-forward network.
+        layer_norm_epsilon: LayerNorm epsilon (1e-5).
+        scale_embedding: multiply the token embeddings by `√d` (bart-base/large: no).
+        initializer_range: standard deviation of the normal initialisation (0.02).
+        dtype: dtype policy.
+
+    Example:
+    >>> model = BART(vocabulary_size=50, num_layers=1, num_heads=2, hidden_dim=8,
+    ...              intermediate_dim=16, max_positions=16)
+    >>> ids, mask = keras.ops.ones((2, 5), "int32"), keras.ops.ones((2, 5), "int32")
+    >>> outputs = model({"encoder_token_ids": ids, "encoder_padding_mask": mask,
+    ...                  "decoder_token_ids": ids[:, :3], "decoder_padding_mask": mask[:, :3]})
+    >>> tuple(outputs["logits"].shape)
+    (2, 3, 50)
+    """
+
+    INPUT_TABLE = T5.INPUT_TABLE
+
+    def __init__(
+        self,
+        vocabulary_size,
+        num_layers,
+        num_heads,
+        hidden_dim,
+        intermediate_dim,
+        num_decoder_layers=None,
+        max_positions=1024,
+        activation="gelu",
+        dropout=0.1,
+        layer_norm_epsilon=1e-5,
+        scale_embedding=False,
+        initializer_range=0.02,
+        dtype=None,
+        **kwargs,
+    ):
+        positive_int("num_layers", num_layers)
+        positive_int("num_decoder_layers", num_decoder_layers, optional=True)
+        if positive_int("hidden_dim", hidden_dim) % positive_int("num_heads", num_heads):
+            raise ValueError(f"hidden_dim={hidden_dim} is not divisible by num_heads={num_heads}.")
+        # === Config === (read by the steps that create the layers)
+        self.vocabulary_size = positive_int("vocabulary_size", vocabulary_size)
+        self.num_layers = num_layers
+        self.num_heads = num_heads
+        self.hidden_dim = hidden_dim
+        self.intermediate_dim = intermediate_dim
+        self.num_decoder_layers = num_layers if num_decoder_layers is None else num_decoder_layers
+        self.max_positions = positive_int("max_positions", max_positions)
+        self.activation = activation
+        self.dropout = probability("dropout", dropout)
+        self.layer_norm_epsilon = layer_norm_epsilon
+        self.scale_embedding = bool(scale_embedding)
+        self.initializer_range = positive_number("initializer_range", initializer_range)
+        self.pad_id = PAD_ID
+        self.end_id = END_ID
+        self.decoder_start_id = DECODER_START_ID
+
+        # === Layers ===
+        self.token_embedding = ReversibleEmbedding(
+            vocabulary_size, hidden_dim, embeddings_initializer=self._initializer(),
+            dtype=dtype, name="token_embedding",
+        )
+        self._create_embedding_tail("encoder", dtype)
+        self._create_embedding_tail("decoder", dtype)
+        self.encoder_layers = [self._encoder_block(i, dtype) for i in range(num_layers)]
+        self.decoder_layers = [
+            self._decoder_block(i, dtype) for i in range(self.num_decoder_layers)
+        ]
+        self.lm_head = LanguageModelHead(
+            vocabulary_size, token_embedding=self.token_embedding, dtype=dtype, name="lm_head"
+        )
+
+        # === Functional graph ===
+        inputs = {name: keras.Input(shape=(None,), dtype="int32", name=name) for name in INPUT_NAMES}
+        super().__init__(inputs=inputs, outputs=self.run_layers(inputs), dtype=dtype, **kwargs)
+
+    # --- Layers -----------------------------------------------------------------
+
+    def _initializer(self):
+        return keras.initializers.RandomNormal(stddev=self.initializer_range)
+
+    def _create_embedding_tail(self, stack, dtype):
+        """A stack's position table, embedding LayerNorm and dropout, as `<stack>_...` attributes."""
+        position_embedding = PositionEmbedding(
+            self.max_positions + POSITION_OFFSET, initializer=self._initializer(),
+            dtype=dtype, name=f"{stack}_position_embedding",
+        )
+        norm = keras.layers.LayerNormalization(
+            epsilon=self.layer_norm_epsilon, dtype=dtype, name=f"{stack}_embedding_layer_norm"
+        )
+        setattr(self, f"{stack}_position_embedding", position_embedding)
+        setattr(self, f"{stack}_embedding_layer_norm", norm)
+        setattr(self, f"{stack}_embedding_dropout", keras.layers.Dropout(self.dropout, dtype=dtype))
+
+    def _encoder_block(self, index, dtype):
+        return TransformerEncoder(
+            num_heads=self.num_heads,
+            intermediate_dim=self.intermediate_dim,
+            dropout=self.dropout,
+            activation=self.activation,
+            layer_norm_epsilon=self.layer_norm_epsilon,
+            kernel_initializer=self._initializer(),
+            dtype=dtype,
+            name=f"encoder_layer_{index}",
+        )
+
+    def _decoder_block(self, index, dtype):
+        return TransformerDecoder(
+            num_heads=self.num_heads,
+            intermediate_dim=self.intermediate_dim,
+            dropout=self.dropout,
+            activation=self.activation,
+            layer_norm_epsilon=self.layer_norm_epsilon,
+            normalize_first=False,
+            normalization="layer",
+            use_bias=True,
+            attention_scale=None,
+            kernel_initializer=self._initializer(),
+            dtype=dtype,
+            name=f"decoder_layer_{index}",
+        )
+
+    def run_layers(self, inputs):
+        """The output dict of the layers on `inputs` (symbolic or real)."""
+        encoder_padding_mask = inputs["encoder_padding_mask"]
+        encoder_outputs = self._run_encoder(inputs["encoder_token_ids"], encoder_padding_mask, None)
+        decoder_outputs = self._run_decoder(
+            inputs["decoder_token_ids"], inputs["decoder_padding_mask"], encoder_outputs,
+            encoder_padding_mask, None,
+        )
+        return {
+            "encoder_sequence_output": encoder_outputs,
+            "decoder_sequence_output": decoder_outputs,
+            "logits": self.lm_head(decoder_outputs),
+        }
+
+    # --- The stacks -------------------------------------------------------------
+
+    def _embed(self, stack, token_ids, training, offset=0):
+        """`Dropout(LN(scale·E[ids] + P[offset + 2 + i]))` of `stack` ("encoder" or "decoder")."""
+        x = self.token_embedding(token_ids)
+        if self.scale_embedding:
+            x = x * ops.cast(self.hidden_dim**0.5, x.dtype)
+        positions = getattr(self, f"{stack}_position_embedding")
+        x = x + positions(x, offset=offset + POSITION_OFFSET)
+        x = getattr(self, f"{stack}_embedding_layer_norm")(x)
+        return getattr(self, f"{stack}_embedding_dropout")(x, training=training)
+
+    def _run_encoder(self, token_ids, padding_mask, training):
+        x = self._embed("encoder", token_ids, training)
+        for block in self.encoder_layers:
+            x = block(x, padding_mask=padding_mask, training=training)
+        return x
+
+    def _run_decoder(self, token_ids, padding_mask, encoder_outputs, encoder_padding_mask, training):
+        x = self._embed("decoder", token_ids, training)
+        for block in self.decoder_layers:
+            x = block(
+                x,
+                encoder_outputs=encoder_outputs,
+                padding_mask=padding_mask,
+                encoder_padding_mask=encoder_padding_mask,
+                training=training,
+            )
+        return x
+
+    # --- Pieces for generation (see `kbert.models.T5`) --------------------------
+
+    def encode(self, token_ids, padding_mask, training=False):
+        """The encoder stack: `(batch, length, hidden_dim)`."""
+        return self._run_encoder(token_ids, padding_mask, training)
+
+    def decode(self, token_ids, padding_mask, encoder_outputs, encoder_padding_mask):
+        """The decoder stack and head on whole sequences (no cache): logits `(batch, length, vocab)`."""
+        return self.lm_head(
+            self._run_decoder(token_ids, padding_mask, encoder_outputs, encoder_padding_mask, False)
+        )
+
+    def cross_attention_caches(self, encoder_outputs):
+        """Each decoder block's projected encoder keys and values, computed once per input."""
+        return cross_attention_caches(self.decoder_layers, encoder_outputs)
+
+    def self_attention_caches(self, batch_size, max_length):
+        """Empty self-attention caches `(batch, heads, 2, max_length, key_dim)`, one per decoder block."""
+        return self_attention_caches(self.decoder_layers, batch_size, max_length, self.compute_dtype)
+
+    def decode_step(self, token_ids, index, self_caches, cross_caches, encoder_padding_mask,
+                    cache_write="functional"):
+        """One incremental decoder step at position `index`; see `kbert.models.T5.decode_step`.
+
+        Returns `(logits (batch, vocab), updated self_caches)`.
+        """
+        x = self._embed("decoder", token_ids, training=False, offset=index)
+        updated = []
+        for block, cache, cross in zip(self.decoder_layers, self_caches, cross_caches):
+            x, cache = block(
+                x,
+                encoder_padding_mask=encoder_padding_mask,
+                self_attention_cache=cache,
+                cross_attention_cache=cross,
+                cache_update_index=index,
+                cache_write=cache_write,
+                training=False,
+            )
+            updated.append(cache)
+        return self.lm_head(x)[:, 0, :], tuple(updated)
