@@ -41,6 +41,7 @@ TINY_CONFIGS = {
     "distilbert": dict(vocab_size=30, dim=8, n_layers=2, n_heads=2, hidden_dim=16),
     "big_bird": dict(_BERT, block_size=2, num_random_blocks=1),
     "longformer": dict(_BERT, type_vocab_size=1, attention_window=4),
+    "gpt2": dict(vocab_size=30, n_embd=8, n_layer=2, n_head=2, n_positions=32, eos_token_id=29),
     "t5": dict(
         vocab_size=30,
         d_model=8,
