@@ -6,6 +6,6 @@
 """
 
 from kbert.analysis.head_importance import head_importance
-from kbert.analysis.head_pruning import prune_heads
+from kbert.analysis.head_pruning import least_important_heads, prune_heads
 
-__all__ = ["head_importance", "prune_heads"]
+__all__ = ["head_importance", "least_important_heads", "prune_heads"]
