@@ -118,7 +118,7 @@ def least_important_heads(scores, count):
     `head_importance`'s, `(num_layers, num_heads)` or a list of one array per layer.
 
     >>> least_important_heads(np.array([[0.1, 0.9, 0.2], [0.05, 0.99, 0.3]]), 3)
-    {0: [0], 1: [0, 2]}
+    {0: [0, 2], 1: [0]}
     >>> least_important_heads([np.array([0.5]), np.array([0.2, 0.1])], 1)
     {1: [1]}
     """
