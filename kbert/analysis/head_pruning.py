@@ -109,3 +109,36 @@ def _pruned_values(encoder, kept):
 def _head_slices(heads, width):
     """The indices of `heads`' features in a `(heads·width)` axis, in order."""
     return np.concatenate([np.arange(head * width, (head + 1) * width) for head in heads])
+
+
+def least_important_heads(scores, count):
+    """`{layer: [heads]}`: the `count` heads of lowest score, each layer keeping one at least.
+
+    The order Michel et al. prune in, for `prune_heads`; `scores` are
+    `head_importance`'s, `(num_layers, num_heads)` or a list of one array per layer.
+
+    >>> least_important_heads(np.array([[0.1, 0.9, 0.2], [0.05, 0.99, 0.3]]), 3)
+    {0: [0, 2], 1: [0]}
+    >>> least_important_heads([np.array([0.5]), np.array([0.2, 0.1])], 1)
+    {1: [1]}
+    """
+    remaining = [len(layer_scores) for layer_scores in scores]
+    if count > sum(remaining) - len(remaining):
+        raise ValueError(
+            f"Cannot prune {count} heads: {sum(remaining)} heads in {len(remaining)} layers "
+            "leave at most one fewer per layer to prune."
+        )
+    order = sorted(
+        (float(score), layer, head)
+        for layer, layer_scores in enumerate(scores)
+        for head, score in enumerate(layer_scores)
+    )
+    chosen, pruned = {}, 0
+    for _, layer, head in order:
+        if pruned == count:
+            break
+        if remaining[layer] > 1:
+            chosen.setdefault(layer, []).append(head)
+            remaining[layer] -= 1
+            pruned += 1
+    return {layer: sorted(heads) for layer, heads in sorted(chosen.items())}

@@ -57,3 +57,14 @@ def test_a_head_mask_of_the_wrong_shape_is_refused(shape):
                                     hidden_dim=16, intermediate_dim=32, max_positions=16)
     with pytest.raises(ValueError, match="head_mask must"):
         backbone({**batch(), "head_mask": np.ones(shape, "float32")})
+
+
+def test_predict_takes_a_head_mask_per_sequence():
+    backbone = kbert.models.Encoder(vocabulary_size=99, num_layers=LAYERS, num_heads=HEADS,
+                                    hidden_dim=16, intermediate_dim=32, max_positions=16)
+    inputs = batch()
+    head_mask = np.broadcast_to(HEAD_MASK, (2, LAYERS, HEADS)).copy()
+    predicted = backbone.predict({**inputs, "head_mask": head_mask}, batch_size=1, verbose=0)
+    eager = backbone({**inputs, "head_mask": HEAD_MASK})
+    np.testing.assert_allclose(predicted["sequence_output"], to_numpy(eager["sequence_output"]),
+                               atol=1e-5, rtol=0)
