@@ -44,7 +44,8 @@ def _parser():
     pretrain = commands.add_parser("pretrain", help="pretrain a model on a text corpus (the main job)")
     pretrain.add_argument("--objective", default="mlm_nsp",
                           help="mlm_nsp (BERT), mlm (RoBERTa), sop (ALBERT), span (SpanBERT), electra, "
-                               "clm (GPT: with --model gpt2_tiny, gpt2_base ...)")
+                               "clm (GPT: with --model gpt2_tiny, gpt2_base ...), "
+                               "bilm (ELMo: with --model elmo_small or elmo_original)")
     pretrain.add_argument("--corpus", nargs="+",
                           help="text files or folders (blank line = new document); "
                                "default: the interpreter's bundled documentation")

@@ -42,7 +42,7 @@ import keras
 import numpy as np
 
 from kbert.backend_utils import set_random_seed
-from kbert.models.presets import GPT2_PRESETS, PRESETS, T5_PRESETS, build
+from kbert.models.presets import ELMO_PRESETS, GPT2_PRESETS, PRESETS, T5_PRESETS, build
 from kbert.pretraining.bert_pretrainer import BertPretrainer
 from kbert.pretraining.electra_pretrainer import ElectraPretrainer
 from kbert.pretraining.learning_curve import save_learning_curve
@@ -72,6 +72,8 @@ _DOCUMENTED = (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)
 # training masked-LM accuracy at step 1800 (peak 2e-3) where BERT's dropout and
 # post-LN reach 0.18 (peak 1e-3; 3e-3 stalled), and 0.26 held-out at step 4800.
 SHORT_RUN_OVERRIDES = {"dropout": 0.0, "normalize_first": True}
+# The encoders' objectives, and ELMo's biLM (`kbert.pretraining.bilm_run`).
+RUN_OBJECTIVES = (*OBJECTIVES, "bilm")
 
 
 def default_corpus():
@@ -234,12 +236,15 @@ def _demo(model, tokenizer, documents, sequence_length, rng, log):
 
 
 def _check_run(model, objective, steps, batch_size, sequence_length, learning_rate):
-    if objective not in OBJECTIVES:
-        raise ValueError(f"Unknown objective {objective!r}; expected one of {', '.join(OBJECTIVES)}.")
+    if objective not in RUN_OBJECTIVES:
+        raise ValueError(f"Unknown objective {objective!r}; expected one of {', '.join(RUN_OBJECTIVES)}.")
     if steps < 1 or batch_size < 1:
         raise ValueError(f"steps and batch size must be positive (received {steps}, {batch_size}).")
     if not 0 < learning_rate < float("inf"):
         raise ValueError(f"The learning rate must be positive; received {learning_rate}.")
+    if objective == "bilm" or model in ELMO_PRESETS:
+        _check_bilm_run(model, objective, sequence_length)
+        return
     if model in T5_PRESETS:
         raise ValueError(
             f"kbert pretrain trains encoders and decoders; {model} is an encoder-decoder (pretrain "
@@ -257,6 +262,15 @@ def _check_run(model, objective, steps, batch_size, sequence_length, learning_ra
     if not MIN_SEQUENCE_LENGTH <= sequence_length <= usable:
         raise ValueError(f"Sequence length {sequence_length} is outside [{MIN_SEQUENCE_LENGTH}, {usable}]: "
                          f"at least the pair packing's minimum, at most the positions of {model}.")
+
+
+def _check_bilm_run(model, objective, sequence_length):
+    """ELMo models train with the biLM objective, and only they do."""
+    if objective != "bilm" or model not in ELMO_PRESETS:
+        raise ValueError(f"--objective bilm trains the ELMo models ({', '.join(ELMO_PRESETS)}) and they "
+                         f"train with it alone; received --model {model} --objective {objective}.")
+    if sequence_length < MIN_SEQUENCE_LENGTH:
+        raise ValueError(f"Sequence length {sequence_length} is under {MIN_SEQUENCE_LENGTH}.")
 
 
 def _corpus_record(corpus):
@@ -304,15 +318,14 @@ def _compiled_pretrainer(model, objective, tokenizer, steps, learning_rate):
         options = dict(SHORT_RUN_OVERRIDES, use_pooler=objective in ("mlm_nsp", "sop"))
     backbone = build(model, vocabulary_size=tokenizer.vocabulary_size, **options)
     pretrainer = _pretrainer(objective, backbone)
-    pretrainer.compile(
-        optimizer=create_optimizer(
-            "adamw",
-            learning_rate=learning_rate,
-            total_steps=steps,
-            warmup_steps=max(steps // 10, 1),
-        )
-    )
+    pretrainer.compile(optimizer=run_optimizer(steps, learning_rate))
     return backbone, pretrainer
+
+
+def run_optimizer(steps, learning_rate):
+    """The main job's optimizer: AdamW peaking at `learning_rate` after a tenth of the `steps`."""
+    return create_optimizer("adamw", learning_rate=learning_rate, total_steps=steps,
+                            warmup_steps=max(steps // 10, 1))
 
 
 def _held_out_dataset(held_out_documents, seed, data):
@@ -388,6 +401,10 @@ def run_pretraining(
     set_random_seed(seed)
     documents = default_corpus() if not corpus else ["\n".join(d) for d in read_documents(corpus)]
     train_documents, held_out_documents = _split(documents)
+    if objective == "bilm":
+        from kbert.pretraining.bilm_run import run_bilm  # it imports this module's helpers
+
+        return run_bilm(run, arguments, train_documents, held_out_documents, callbacks, log)
     tokenizer = _tokenizer(output, train_documents, vocabulary_size, log)
     backbone, pretrainer = _compiled_pretrainer(model, objective, tokenizer, steps, learning_rate)
 
@@ -411,18 +428,23 @@ def run_pretraining(
                       log),
         "wall_time_seconds": round(run.elapsed_seconds(), 1),
     }
-    pretrainer.save(os.path.join(output, "model.keras"))
-    with open(os.path.join(output, "metrics.json"), "w") as f:
-        json.dump(metrics, f, indent=2)
     metric, predicted = _lm_metric(objective)
     title = (f"{model}, {objective}: held-out {predicted} accuracy "
              f"{metrics[f'held_out_{metric}_accuracy']:.3f} "
              f"(most frequent token {metrics['most_frequent_token_accuracy']:.3f})")
-    save_learning_curve(os.path.join(output, "learning_curve.png"), run.losses, title)
-    run.finish()
-    log(f"Saved model.keras, vocab.txt, metrics.json and learning_curve.png to {output}")
+    save_run(run, output, pretrainer, metrics, title, log)
     if objective == "clm":
         _continuation_demo(pretrainer, tokenizer, held_out_documents, random.Random(seed), log)
     else:
         _demo(pretrainer, tokenizer, held_out_documents, sequence_length, random.Random(seed), log)
     return metrics
+
+
+def save_run(run, output, pretrainer, metrics, title, log):
+    """Save the model, the metrics and the learning curve (titled `title`) to `output`; end `run`."""
+    pretrainer.save(os.path.join(output, "model.keras"))
+    with open(os.path.join(output, "metrics.json"), "w") as f:
+        json.dump(metrics, f, indent=2)
+    save_learning_curve(os.path.join(output, "learning_curve.png"), run.losses, title)
+    run.finish()
+    log(f"Saved model.keras, vocab.txt, metrics.json and learning_curve.png to {output}")
