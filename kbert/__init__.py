@@ -25,6 +25,7 @@ from kbert import models  # noqa: E402
 from kbert import generation  # noqa: E402
 from kbert import pretraining  # noqa: E402
 from kbert import tasks  # noqa: E402
+from kbert import analysis  # noqa: E402
 
 __version__ = "0.1.0"
-__all__ = ["generation", "layers", "models", "pretraining", "tasks", "__version__"]
+__all__ = ["analysis", "generation", "layers", "models", "pretraining", "tasks", "__version__"]
