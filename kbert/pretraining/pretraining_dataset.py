@@ -242,8 +242,7 @@ def pretraining_dataset(
     shuffle_buffer=10_000,
     seed=None,
     repeat=True,
-    mask_token_rate=None,
-    random_token_rate=None,
+    replacement_rates=None,
 ):
     """Batched pretraining examples `(x, y)` from raw text, for any Keras backend.
 
@@ -277,10 +276,8 @@ def pretraining_dataset(
         shuffle_buffer: instances in the shuffle buffer (1: no shuffling).
         seed: makes the stream reproducible; `None` draws one.
         repeat: repeat the corpus forever (one pass when False).
-        mask_token_rate, random_token_rate: the share of the chosen tokens
-            that become `[MASK]`, and a random token (the rest stay
-            unchanged); None keeps the objective's (80% and 10%; ELECTRA
-            85% and 0%). The BERT paper's Table 8 compares such choices.
+        replacement_rates: `(mask_token_rate, random_token_rate)`, the shares of the chosen
+            tokens made `[MASK]` and random (BERT Table 8); None: the objective's.
 
     Returns:
         A `tf.data.Dataset` of `(x, y)` with static shapes (for `clm`, of `x`
@@ -304,18 +301,14 @@ def pretraining_dataset(
     x, y = next(iter(dataset))
     ```
     """
-    if max_predictions is None:
-        max_predictions = default_max_predictions(sequence_length)
+    max_predictions = default_max_predictions(sequence_length) if max_predictions is None else max_predictions
     _check_arguments(objective, masking, sequence_length, batch_size, max_predictions, dupe_factor)
     static = masking == "static"
-    static_copies = dupe_factor if static else 0
     instances = _InstanceStream(
-        inputs, tokenizer, objective, sequence_length, shuffle_buffer, seed, static_copies
+        inputs, tokenizer, objective, sequence_length, shuffle_buffer, seed, dupe_factor if static else 0
     )
-    rates = {name: rate for name, rate in (("mask_token_rate", mask_token_rate),
-                                           ("random_token_rate", random_token_rate)) if rate is not None}
-    masker = _ExampleMasker(_masker(objective, tokenizer, max_predictions, whole_word, rates), objective)
-    return masker.batches(instances.dataset(), batch_size, static, repeat)
+    masker = _masker(objective, tokenizer, max_predictions, whole_word, replacement_rates)
+    return _ExampleMasker(masker, objective).batches(instances.dataset(), batch_size, static, repeat)
 
 
 def _stream_seeds(seed):
@@ -450,10 +443,13 @@ class _ExampleMasker:
         return dataset.prefetch(tf.data.AUTOTUNE)
 
 
-def _masker(objective, tokenizer, max_predictions, whole_word, rates):
-    """The objective's masker (None for `clm`); `rates` holds the replacement rates that override its own."""
+def _masker(objective, tokenizer, max_predictions, whole_word, replacement_rates):
+    """The objective's masker (None for `clm`), with its replacement rates unless `replacement_rates` are given."""
     if objective == "clm":
         return None
+    rates = {}
+    if replacement_rates is not None:
+        rates = dict(zip(("mask_token_rate", "random_token_rate"), replacement_rates, strict=True))
     special = [tokenizer.pad_id, tokenizer.cls_id, tokenizer.sep_id]
     vocabulary_size = tokenizer.vocabulary_size
     if objective == "span":

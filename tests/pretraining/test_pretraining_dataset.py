@@ -255,8 +255,8 @@ def test_masking_statistics_through_the_pipeline():
 @pytest.mark.parametrize("mask_rate, random_rate", [(1.0, 0.0), (0.0, 0.0), (0.0, 1.0), (0.8, 0.2)])
 def test_replacement_rates(objective, mask_rate, random_rate):
     """BERT Table 8's choices: the chosen tokens become [MASK], a random token or stay as asked."""
-    data = batches(make_dataset(objective, sequence_length=64, batch_size=16, mask_token_rate=mask_rate,
-                                random_token_rate=random_rate))
+    data = batches(make_dataset(objective, sequence_length=64, batch_size=16,
+                                replacement_rates=(mask_rate, random_rate)))
     ids, targets = [], []
     for x, y in data:
         rows, slots = np.nonzero(y["mask_weights"] > 0)
