@@ -43,7 +43,8 @@ def _parser():
 
     pretrain = commands.add_parser("pretrain", help="pretrain a model on a text corpus (the main job)")
     pretrain.add_argument("--objective", default="mlm_nsp",
-                          help="mlm_nsp (BERT), mlm (RoBERTa), sop (ALBERT), span (SpanBERT), electra")
+                          help="mlm_nsp (BERT), mlm (RoBERTa), sop (ALBERT), span (SpanBERT), electra, "
+                               "bart (denoising; with --model bart_tiny or another BART)")
     pretrain.add_argument("--corpus", nargs="+",
                           help="text files or folders (blank line = new document); "
                                "default: the interpreter's bundled documentation")
