@@ -45,7 +45,8 @@ def _parser():
     pretrain.add_argument("--objective", default="mlm_nsp",
                           help="mlm_nsp (BERT), mlm (RoBERTa), sop (ALBERT), span (SpanBERT), electra, "
                                "clm (GPT: with --model gpt2_tiny, gpt2_base ...), "
-                               "bilm (ELMo: with --model elmo_small or elmo_original)")
+                               "bilm (ELMo: with --model elmo_small or elmo_original), "
+                               "bart (denoising; with --model bart_tiny or another BART)")
     pretrain.add_argument("--corpus", nargs="+",
                           help="text files or folders (blank line = new document); "
                                "default: the interpreter's bundled documentation")

@@ -42,7 +42,9 @@ import keras
 import numpy as np
 
 from kbert.backend_utils import set_random_seed
-from kbert.models.presets import ELMO_PRESETS, GPT2_PRESETS, PRESETS, T5_PRESETS, build
+from kbert.models.presets import BART_PRESETS, ELMO_PRESETS, GPT2_PRESETS, PRESETS, T5_PRESETS, build
+from kbert.pretraining.bart_pretraining_run import OUTPUTS as BART_OUTPUTS
+from kbert.pretraining.bart_pretraining_run import check_bart_run, run_bart_pretraining
 from kbert.pretraining.bert_pretrainer import BertPretrainer
 from kbert.pretraining.electra_pretrainer import ElectraPretrainer
 from kbert.pretraining.learning_curve import save_learning_curve
@@ -72,8 +74,9 @@ _DOCUMENTED = (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)
 # training masked-LM accuracy at step 1800 (peak 2e-3) where BERT's dropout and
 # post-LN reach 0.18 (peak 1e-3; 3e-3 stalled), and 0.26 held-out at step 4800.
 SHORT_RUN_OVERRIDES = {"dropout": 0.0, "normalize_first": True}
-# The encoders' objectives, and ELMo's biLM (`kbert.pretraining.bilm_run`).
-RUN_OBJECTIVES = (*OBJECTIVES, "bilm")
+# The encoders' and GPT-2's objectives, ELMo's biLM (`kbert.pretraining.bilm_run`) and BART's
+# denoising (`kbert.pretraining.bart_pretraining_run`).
+RUN_OBJECTIVES = (*OBJECTIVES, "bilm", "bart")
 
 
 def default_corpus():
@@ -245,10 +248,13 @@ def _check_run(model, objective, steps, batch_size, sequence_length, learning_ra
     if objective == "bilm" or model in ELMO_PRESETS:
         _check_bilm_run(model, objective, sequence_length)
         return
-    if model in T5_PRESETS:
+    if objective == "bart":
+        return check_bart_run(model, sequence_length)
+    if model in T5_PRESETS or model in BART_PRESETS:
         raise ValueError(
             f"kbert pretrain trains encoders and decoders; {model} is an encoder-decoder (pretrain "
-            "T5 with kbert.pretraining.SpanCorruption and kbert.tasks.Seq2SeqLM)."
+            "BART with --objective bart, T5 with kbert.pretraining.SpanCorruption and "
+            "kbert.tasks.Seq2SeqLM)."
         )
     if model not in PRESETS and model not in GPT2_PRESETS:
         build(model)  # raises the unknown-model error, with close matches
@@ -389,6 +395,9 @@ def run_pretraining(
     positions, an output that is a file or cannot be written, other
     arguments than the output's run), `FloatingPointError` for a NaN loss.
 
+    `objective="bart"` pretrains a BART (`model="bart_tiny"`, ...) with its
+    denoising objective instead (`kbert.pretraining.bart_pretraining_run`).
+
     Example: `run_pretraining(model="bert_tiny", steps=20, output="runs/tiny")`
     returns `{"held_out_mlm_accuracy": ..., "most_frequent_token_accuracy": ..., ...}`.
     """
@@ -397,9 +406,12 @@ def run_pretraining(
                      objective=objective, steps=steps, batch_size=batch_size, sequence_length=sequence_length,
                      vocabulary_size=vocabulary_size, learning_rate=learning_rate, seed=seed,
                      backend=keras.backend.backend())
-    run = ResumableRun(output, arguments, steps, OUTPUTS, save_every, overwrite, log)
+    outputs = BART_OUTPUTS if objective == "bart" else OUTPUTS
+    run = ResumableRun(output, arguments, steps, outputs, save_every, overwrite, log)
     set_random_seed(seed)
     documents = default_corpus() if not corpus else ["\n".join(d) for d in read_documents(corpus)]
+    if objective == "bart":
+        return run_bart_pretraining(run, documents, _split, output, arguments, callbacks, log)
     train_documents, held_out_documents = _split(documents)
     if objective == "bilm":
         from kbert.pretraining.bilm_run import run_bilm  # it imports this module's helpers
