@@ -17,7 +17,6 @@ objective here), for an encoder-decoder:
    curve, and print a few held-out sentences, noised and reconstructed.
 """
 
-import json
 import os
 
 import keras
@@ -25,12 +24,15 @@ import numpy as np
 
 from kbert.models.presets import BART_PRESETS, build
 from kbert.pretraining.bart_denoising import BartDenoising, bart_examples
-from kbert.pretraining.learning_curve import save_learning_curve
-from kbert.pretraining.optimizers import create_optimizer
+from kbert.pretraining.run_outputs import (
+    DEMO_SENTENCES,
+    STEPS_PER_EPOCH,
+    run_optimizer,
+    save_run,
+)
 from kbert.tasks.seq2seq_lm import Seq2SeqLM
 
 OUTPUTS = ("vocab.json", "merges.txt", "model.keras", "metrics.json", "learning_curve.png")
-DEMO_SENTENCES = 3
 
 
 def check_bart_run(model, sequence_length):
@@ -64,9 +66,7 @@ def _examples(documents, tokenizer, sequence_length):
 def _compiled_model(model, vocabulary_size, steps, learning_rate):
     backbone = build(model, vocabulary_size=vocabulary_size, dropout=0.0)
     lm = Seq2SeqLM(backbone)
-    lm.compile(optimizer=create_optimizer(
-        "adamw", learning_rate=learning_rate, total_steps=steps, warmup_steps=max(steps // 10, 1)
-    ))
+    lm.compile(optimizer=run_optimizer(steps, learning_rate))
     return backbone, lm
 
 
@@ -126,17 +126,12 @@ def run_bart_pretraining(run, documents, split, output, arguments, callbacks=(),
                              a["batch_size"], seed=a["seed"] + 1, shuffle=False).cache()
     log(f"Pretraining {a['model']} ({backbone.count_params():,} parameters) with bart for "
         f"{a['steps']} steps of {a['batch_size']} x {a['sequence_length']} on {keras.backend.backend()} ...")
-    run.fit(lm, train, min(50, a["steps"]), callbacks, verbose=1 if log is print else 2)
+    run.fit(lm, train, min(STEPS_PER_EPOCH, a["steps"]), callbacks, verbose=1 if log is print else 2)
     metrics = {"backend": keras.backend.backend(), "model": a["model"], "objective": "bart",
                "steps": a["steps"], "batch_size": a["batch_size"],
                "sequence_length": a["sequence_length"], "vocabulary_size": tokenizer.vocabulary_size,
                **_evaluation(lm, held_out, log), "wall_time_seconds": round(run.elapsed_seconds(), 1)}
-    lm.save(os.path.join(output, "model.keras"))
-    with open(os.path.join(output, "metrics.json"), "w") as f:
-        json.dump(metrics, f, indent=2)
     title = f"{a['model']}, bart: held-out token accuracy {metrics['held_out_token_accuracy']:.3f}"
-    save_learning_curve(os.path.join(output, "learning_curve.png"), run.losses, title)
-    run.finish()
-    log(f"Saved model.keras, vocab.json, merges.txt, metrics.json and learning_curve.png to {output}")
+    save_run(run, lm, metrics, title, OUTPUTS, log)
     demo(lm, tokenizer, noise, held_out, log)
     return metrics

@@ -23,9 +23,10 @@ from kbert.pretraining.bilm_dataset import (
     learn_word_vocabulary,
 )
 from kbert.pretraining.bilm_pretrainer import BiLMPretrainer
-from kbert.pretraining.pretraining_run import (
+from kbert.pretraining.run_outputs import (
     DEMO_SENTENCES,
     HELD_OUT_EVERY,
+    OUTPUTS,
     STEPS_PER_EPOCH,
     run_optimizer,
     save_run,
@@ -132,6 +133,6 @@ def run_bilm(run, arguments, train_documents, held_out_documents, callbacks, log
     }
     title = (f"{model}, bilm: held-out perplexity {metrics['held_out_forward_perplexity']:.1f} forward, "
              f"{metrics['held_out_backward_perplexity']:.1f} backward (unigram {metrics['unigram_perplexity']:.1f})")
-    save_run(run, run.output, pretrainer, metrics, title, log)
+    save_run(run, pretrainer, metrics, title, OUTPUTS, log)
     _demo(pretrainer, vocabulary, held_out_documents, data["sequence_length"], random.Random(arguments["seed"]), log)
     return metrics

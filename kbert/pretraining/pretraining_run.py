@@ -32,7 +32,6 @@ import ast
 import codecs
 import collections
 import hashlib
-import json
 import os
 import random
 import re
@@ -46,9 +45,8 @@ from kbert.models.presets import BART_PRESETS, ELMO_PRESETS, GPT2_PRESETS, PRESE
 from kbert.pretraining.bart_pretraining_run import OUTPUTS as BART_OUTPUTS
 from kbert.pretraining.bart_pretraining_run import check_bart_run, run_bart_pretraining
 from kbert.pretraining.bert_pretrainer import BertPretrainer
+from kbert.pretraining.bilm_run import run_bilm
 from kbert.pretraining.electra_pretrainer import ElectraPretrainer
-from kbert.pretraining.learning_curve import save_learning_curve
-from kbert.pretraining.optimizers import create_optimizer
 from kbert.pretraining.pretraining_dataset import (
     MIN_SEQUENCE_LENGTH,
     OBJECTIVES,
@@ -56,15 +54,19 @@ from kbert.pretraining.pretraining_dataset import (
     pretraining_dataset,
     read_documents,
 )
+from kbert.pretraining.run_outputs import (
+    DEMO_SENTENCES,
+    HELD_OUT_EVERY,
+    OUTPUTS,
+    STEPS_PER_EPOCH,
+    run_optimizer,
+    save_run,
+)
 from kbert.pretraining.span_bert_pretrainer import SpanBertPretrainer
 from kbert.resumable_run import DEFAULT_SAVE_EVERY, ResumableRun
 from kbert.tasks.causal_lm import CausalLM, next_token_weights
 
-STEPS_PER_EPOCH = 50
-HELD_OUT_EVERY = 10
-OUTPUTS = ("vocab.txt", "model.keras", "metrics.json", "learning_curve.png")
 _SNIFFED_BYTES = 1 << 16
-DEMO_SENTENCES = 3
 _SKIPPED_FOLDERS = {"site-packages", "test", "tests", "idle_test", "__pycache__"}
 _DOCUMENTED = (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)
 # A run of minutes on a CPU is far from overfitting, and what limits it is how
@@ -328,10 +330,12 @@ def _compiled_pretrainer(model, objective, tokenizer, steps, learning_rate):
     return backbone, pretrainer
 
 
-def run_optimizer(steps, learning_rate):
-    """The main job's optimizer: AdamW peaking at `learning_rate` after a tenth of the `steps`."""
-    return create_optimizer("adamw", learning_rate=learning_rate, total_steps=steps,
-                            warmup_steps=max(steps // 10, 1))
+def _title(metrics):
+    """The learning curve's title: the run and its held-out accuracy beside the frequency baseline."""
+    metric, predicted = _lm_metric(metrics["objective"])
+    return (f"{metrics['model']}, {metrics['objective']}: held-out {predicted} accuracy "
+            f"{metrics[f'held_out_{metric}_accuracy']:.3f} "
+            f"(most frequent token {metrics['most_frequent_token_accuracy']:.3f})")
 
 
 def _held_out_dataset(held_out_documents, seed, data):
@@ -414,8 +418,6 @@ def run_pretraining(
         return run_bart_pretraining(run, documents, _split, output, arguments, callbacks, log)
     train_documents, held_out_documents = _split(documents)
     if objective == "bilm":
-        from kbert.pretraining.bilm_run import run_bilm  # it imports this module's helpers
-
         return run_bilm(run, arguments, train_documents, held_out_documents, callbacks, log)
     tokenizer = _tokenizer(output, train_documents, vocabulary_size, log)
     backbone, pretrainer = _compiled_pretrainer(model, objective, tokenizer, steps, learning_rate)
@@ -440,23 +442,10 @@ def run_pretraining(
                       log),
         "wall_time_seconds": round(run.elapsed_seconds(), 1),
     }
-    metric, predicted = _lm_metric(objective)
-    title = (f"{model}, {objective}: held-out {predicted} accuracy "
-             f"{metrics[f'held_out_{metric}_accuracy']:.3f} "
-             f"(most frequent token {metrics['most_frequent_token_accuracy']:.3f})")
-    save_run(run, output, pretrainer, metrics, title, log)
+    save_run(run, pretrainer, metrics, _title(metrics), OUTPUTS, log)
     if objective == "clm":
         _continuation_demo(pretrainer, tokenizer, held_out_documents, random.Random(seed), log)
     else:
         _demo(pretrainer, tokenizer, held_out_documents, sequence_length, random.Random(seed), log)
     return metrics
 
-
-def save_run(run, output, pretrainer, metrics, title, log):
-    """Save the model, the metrics and the learning curve (titled `title`) to `output`; end `run`."""
-    pretrainer.save(os.path.join(output, "model.keras"))
-    with open(os.path.join(output, "metrics.json"), "w") as f:
-        json.dump(metrics, f, indent=2)
-    save_learning_curve(os.path.join(output, "learning_curve.png"), run.losses, title)
-    run.finish()
-    log(f"Saved model.keras, vocab.txt, metrics.json and learning_curve.png to {output}")

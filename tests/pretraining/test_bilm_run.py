@@ -10,7 +10,8 @@ import pytest
 from kbert import cli
 from kbert.models import ELMo
 from kbert.pretraining import BiLMPretrainer
-from kbert.pretraining.pretraining_run import DEMO_SENTENCES, default_corpus
+from kbert.pretraining.pretraining_run import default_corpus
+from kbert.pretraining.run_outputs import DEMO_SENTENCES
 
 
 @pytest.fixture(scope="module")
