@@ -1,6 +1,7 @@
 """Pretraining: masking, example building, the objectives' models, optimisers, the main job.
 
-The example builders (`MaskedLMMasker`, `SpanMasker`, `pretraining_dataset`)
+The example builders (`MaskedLMMasker`, `SpanMasker`, `pretraining_dataset`,
+`SpanCorruption`, `BartDenoising`)
 run in `tf.data` on any backend and import TensorFlow only when called; the
 pretrainer models run on the Keras backend.
 
@@ -11,6 +12,7 @@ pretrainer models run on the Keras backend.
 """
 
 from kbert.pretraining.adam_w import AdamW
+from kbert.pretraining.bart_denoising import BartDenoising, bart_examples
 from kbert.pretraining.bert_pretrainer import BertPretrainer
 from kbert.pretraining.distillation_trainer import DistillationTrainer, init_student_from_teacher
 from kbert.pretraining.electra_pretrainer import ElectraPretrainer
@@ -27,6 +29,7 @@ from kbert.pretraining.warmup_linear_decay import WarmupLinearDecay
 __all__ = [
     "OBJECTIVES",
     "AdamW",
+    "BartDenoising",
     "BertPretrainer",
     "DistillationTrainer",
     "ElectraPretrainer",
@@ -36,6 +39,7 @@ __all__ = [
     "SpanCorruption",
     "SpanMasker",
     "WarmupLinearDecay",
+    "bart_examples",
     "create_optimizer",
     "full_sentences",
     "init_student_from_teacher",
