@@ -4,9 +4,10 @@ from kbert.layers.activations import gelu_approximate, get_activation
 from kbert.layers.attention_mask import merge_attention_masks
 from kbert.layers.bigbird_attention import BigBirdAttention
 from kbert.layers.cached_multi_head_attention import CachedMultiHeadAttention
-from kbert.layers.fused_dense import FusedDense
 from kbert.layers.character_cnn import CharacterCNN
+from kbert.layers.fused_dense import FusedDense
 from kbert.layers.highway import Highway
+from kbert.layers.language_model_head import LanguageModelHead
 from kbert.layers.longformer_attention import LongformerAttention
 from kbert.layers.masked_lm_head import MaskedLMHead
 from kbert.layers.multi_head_attention import MultiHeadAttention
@@ -26,6 +27,7 @@ from kbert.layers.vocabulary_head import VocabularyHead
 
 __all__ = [
     "BigBirdAttention",
+    "LanguageModelHead",
     "LongformerAttention",
     "CachedMultiHeadAttention",
     "FusedDense",

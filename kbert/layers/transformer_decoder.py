@@ -96,26 +96,13 @@ class TransformerDecoder(T5EncoderBlock):
         if caching and return_attention_probabilities:
             raise ValueError("return_attention_probabilities takes whole sequences, not a cache.")
         probabilities = {"return_probabilities": True} if return_attention_probabilities else {}
-        query_length = ops.shape(inputs)[1]
-        key_length = ops.shape(self_attention_cache)[3] if caching else query_length
-        self_mask = causal_mask(
-            query_length, key_length, cache_update_index if caching else 0
-        )
         x, second = self._residual(  # second: the updated cache, or the probabilities
             inputs,
             self.self_attention_layer_norm,
             self.self_attention_dropout,
-            lambda h: self.self_attention(
-                h,
-                padding_mask=padding_mask,
-                attention_mask=self_mask,
-                attention_bias=attention_bias,
-                cache=self_attention_cache,
-                cache_update_index=cache_update_index,
-                cache_write=cache_write,
-                training=training,
-                head_mask=head_mask,
-                **probabilities,
+            lambda h: self._self_attend(
+                h, padding_mask, attention_bias, self_attention_cache, cache_update_index,
+                cache_write, training, head_mask, **probabilities,
             ),
             training,
         )
@@ -135,6 +122,24 @@ class TransformerDecoder(T5EncoderBlock):
         if return_attention_probabilities:
             return x, second, cross_probabilities
         return (x, second) if caching else x
+
+    def _self_attend(self, x, padding_mask, attention_bias, cache, index, cache_write, training,
+                     head_mask=None, return_probabilities=False):
+        """Causal `SelfAttn(x)`, through `cache` (written at `index`) if given."""
+        query_length = ops.shape(x)[1]
+        key_length = query_length if cache is None else ops.shape(cache)[3]
+        return self.self_attention(
+            x,
+            padding_mask=padding_mask,
+            attention_mask=causal_mask(query_length, key_length, 0 if cache is None else index),
+            attention_bias=attention_bias,
+            cache=cache,
+            cache_update_index=index,
+            cache_write=cache_write,
+            training=training,
+            head_mask=head_mask,
+            return_probabilities=return_probabilities,
+        )
 
     def _cross_attend(self, x, encoder_outputs, encoder_padding_mask, cache, training,
                       head_mask=None, return_probabilities=False):

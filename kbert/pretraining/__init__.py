@@ -1,6 +1,7 @@
 """Pretraining: masking, example building, the objectives' models, optimisers, the main job.
 
-The example builders (`MaskedLMMasker`, `SpanMasker`, `pretraining_dataset`)
+The example builders (`MaskedLMMasker`, `SpanMasker`, `pretraining_dataset`,
+`SpanCorruption`, `BartDenoising`)
 run in `tf.data` on any backend and import TensorFlow only when called; the
 pretrainer models run on the Keras backend.
 
@@ -11,6 +12,7 @@ pretrainer models run on the Keras backend.
 """
 
 from kbert.pretraining.adam_w import AdamW
+from kbert.pretraining.bart_denoising import BartDenoising, bart_examples
 from kbert.pretraining.bert_pretrainer import BertPretrainer
 from kbert.pretraining.bilm_dataset import bilm_dataset, learn_word_vocabulary
 from kbert.pretraining.bilm_pretrainer import BiLMPretrainer
@@ -29,6 +31,7 @@ from kbert.pretraining.warmup_linear_decay import WarmupLinearDecay
 __all__ = [
     "OBJECTIVES",
     "AdamW",
+    "BartDenoising",
     "BertPretrainer",
     "BiLMPretrainer",
     "DistillationTrainer",
@@ -39,6 +42,7 @@ __all__ = [
     "SpanCorruption",
     "SpanMasker",
     "WarmupLinearDecay",
+    "bart_examples",
     "bilm_dataset",
     "create_optimizer",
     "full_sentences",

@@ -398,9 +398,7 @@ def run_pretraining(
     or binary corpus file, empty corpus, sequence length over the model's
     positions, an output that is a file or cannot be written, other
     arguments than the output's run), `FloatingPointError` for a NaN loss.
-
-    `objective="bart"` pretrains a BART (`model="bart_tiny"`, ...) with its
-    denoising objective instead (`kbert.pretraining.bart_pretraining_run`).
+    `objective="bart"` pretrains a BART (`kbert.pretraining.bart_pretraining_run`).
 
     Example: `run_pretraining(model="bert_tiny", steps=20, output="runs/tiny")`
     returns `{"held_out_mlm_accuracy": ..., "most_frequent_token_accuracy": ..., ...}`.
@@ -410,8 +408,8 @@ def run_pretraining(
                      objective=objective, steps=steps, batch_size=batch_size, sequence_length=sequence_length,
                      vocabulary_size=vocabulary_size, learning_rate=learning_rate, seed=seed,
                      backend=keras.backend.backend())
-    outputs = BART_OUTPUTS if objective == "bart" else OUTPUTS
-    run = ResumableRun(output, arguments, steps, outputs, save_every, overwrite, log)
+    run = ResumableRun(output, arguments, steps, BART_OUTPUTS if objective == "bart" else OUTPUTS,
+                       save_every, overwrite, log)
     set_random_seed(seed)
     documents = default_corpus() if not corpus else ["\n".join(d) for d in read_documents(corpus)]
     if objective == "bart":

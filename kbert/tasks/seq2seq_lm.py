@@ -18,14 +18,15 @@ class Seq2SeqLM(Task):
     returns the backbone's vocabulary logits `(batch, target_length, vocab)`.
     Trained with `fit(inputs, target_ids)` under teacher forcing (the decoder
     reads the targets shifted right: `kbert.models.seq2seq_inputs`, or the
-    batches of `kbert.pretraining.SpanCorruption.dataset`); the loss is the
+    batches of `kbert.pretraining.SpanCorruption.dataset` and
+    `kbert.pretraining.BartDenoising.dataset`); the loss is the
     mean token cross-entropy, in float32, over the targets that are not the
     backbone's `pad_id` (with `sample_weight`, each example's tokens weigh
     its weight). `generate` decodes with `kbert.generation.Seq2SeqGenerator`.
 
     Args:
-        backbone: a `kbert.models.T5` (any backbone with T5's inputs, a
-            `logits` output and its generation interface).
+        backbone: a `kbert.models.T5` or `kbert.models.BART` (any backbone
+            with T5's inputs, a `logits` output and its generation interface).
 
     Example:
     >>> import numpy as np, kbert
