@@ -304,20 +304,19 @@ class Encoder(Backbone):
         if head_mask is None:
             return [None] * self.num_layers
         if isinstance(head_mask, (list, tuple)):
-            masks = list(head_mask)
+            masks, received = list(head_mask), f"a list of {len(head_mask)}"
         else:
             head_mask = keras.ops.convert_to_tensor(head_mask)
-            if len(head_mask.shape) not in (2, 3):
-                masks = []  # refused below
-            elif len(head_mask.shape) == 2:
-                masks = [head_mask[i] for i in range(head_mask.shape[0])]
-            else:
-                masks = [head_mask[:, i] for i in range(head_mask.shape[1])]
+            received = f"shape {tuple(head_mask.shape)}"
+            layer_axis = len(head_mask.shape) - 2  # (layers, heads) or (batch, layers, heads)
+            masks = []
+            if layer_axis in (0, 1):
+                masks = [keras.ops.take(head_mask, i, axis=layer_axis)
+                         for i in range(head_mask.shape[layer_axis])]
         if len(masks) != self.num_layers:
-            shape = len(head_mask) if isinstance(head_mask, (list, tuple)) else tuple(head_mask.shape)
             raise ValueError(
                 "head_mask must be (num_layers, num_heads), (batch, num_layers, num_heads) or "
-                f"a list of num_layers={self.num_layers} per-layer masks; received {shape}."
+                f"a list of num_layers={self.num_layers} per-layer masks; received {received}."
             )
         return masks
 

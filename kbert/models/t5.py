@@ -224,14 +224,23 @@ class T5(Backbone):
         and `cross_attention_probabilities` `(batch, num_layers, heads, length,
         key_length)`: what transformers' `output_hidden_states` and
         `output_attentions` give (see `with_internals`).
+
+        Optional float entries `encoder_head_mask`, `decoder_head_mask` and
+        `cross_attention_head_mask` of `inputs`, `(num_layers, num_heads)` or
+        `(batch, num_layers, num_heads)`, scale each head's output in the
+        encoder's self-attention, the decoder's and its cross-attention
+        (transformers 4's `head_mask`, `decoder_head_mask`, `cross_attn_head_mask`).
         """
         encoder_padding_mask = inputs["encoder_padding_mask"]
         encoder_outputs, encoder_states, encoder_probabilities = self._run_encoder(
-            inputs["encoder_token_ids"], encoder_padding_mask, None, attention_probabilities
+            inputs["encoder_token_ids"], encoder_padding_mask, None, attention_probabilities,
+            _layer_masks(inputs.get("encoder_head_mask"), self.num_layers),
         )
         decoder_outputs, decoder_states, decoder_probabilities = self._run_decoder(
             inputs["decoder_token_ids"], inputs["decoder_padding_mask"], encoder_outputs,
             encoder_padding_mask, None, attention_probabilities,
+            _layer_masks(inputs.get("decoder_head_mask"), self.num_decoder_layers),
+            _layer_masks(inputs.get("cross_attention_head_mask"), self.num_decoder_layers),
         )
         outputs = {
             "encoder_sequence_output": encoder_outputs,
@@ -263,7 +272,7 @@ class T5(Backbone):
     def _end_decoder(self, x, training):
         return self.decoder_final_dropout(self.decoder_final_layer_norm(x), training=training)
 
-    def _run_encoder(self, token_ids, padding_mask, training, probabilities=False):
+    def _run_encoder(self, token_ids, padding_mask, training, probabilities=False, head_masks=None):
         """`(outputs, hidden states, attention probabilities if asked)` of the encoder stack.
 
         As in transformers, the hidden states are the embeddings and each
@@ -272,9 +281,10 @@ class T5(Backbone):
         x = self._embed(token_ids, training)
         bias = self.encoder_position_bias(x)
         states, layer_probabilities = [x], []
-        for block in self.encoder_layers:
+        head_masks = head_masks or [None] * len(self.encoder_layers)
+        for block, head_mask in zip(self.encoder_layers, head_masks):
             x = block(x, padding_mask=padding_mask, attention_bias=bias, training=training,
-                      return_attention_probabilities=probabilities)
+                      return_attention_probabilities=probabilities, head_mask=head_mask)
             if probabilities:
                 x, block_probabilities = x
                 layer_probabilities.append(block_probabilities)
@@ -283,12 +293,15 @@ class T5(Backbone):
         return x, states[:-1] + [x], layer_probabilities
 
     def _run_decoder(self, token_ids, padding_mask, encoder_outputs, encoder_padding_mask,
-                     training, probabilities=False):
+                     training, probabilities=False, head_masks=None, cross_head_masks=None):
         """`(outputs, hidden states, [(self, cross) probabilities] if asked)` of the decoder stack."""
         x = self._embed(token_ids, training)
         bias = self.decoder_position_bias(x)
         states, layer_probabilities = [x], []
-        for block in self.decoder_layers:
+        none = [None] * len(self.decoder_layers)
+        for block, head_mask, cross_head_mask in zip(
+            self.decoder_layers, head_masks or none, cross_head_masks or none
+        ):
             x = block(
                 x,
                 encoder_outputs=encoder_outputs,
@@ -297,6 +310,8 @@ class T5(Backbone):
                 attention_bias=bias,
                 training=training,
                 return_attention_probabilities=probabilities,
+                head_mask=head_mask,
+                cross_attention_head_mask=cross_head_mask,
             )
             if probabilities:
                 x, self_probabilities, cross_probabilities = x
@@ -415,3 +430,17 @@ def seq2seq_inputs(encoder_token_ids, target_ids, pad_id=PAD_ID, start_id=PAD_ID
         "decoder_token_ids": decoder_token_ids,
         "decoder_padding_mask": (target_ids != pad_id).astype("int32"),
     }
+
+
+def _layer_masks(head_mask, num_layers):
+    """One head mask per layer from `(num_layers, heads)` or `(batch, num_layers, heads)`, or None."""
+    if head_mask is None:
+        return None
+    head_mask = ops.convert_to_tensor(head_mask)
+    layer_axis = len(head_mask.shape) - 2
+    if layer_axis not in (0, 1) or head_mask.shape[layer_axis] != num_layers:
+        raise ValueError(
+            f"A T5 head mask must be (num_layers, num_heads) or (batch, num_layers, num_heads) "
+            f"with num_layers={num_layers}; received shape {tuple(head_mask.shape)}."
+        )
+    return [ops.take(head_mask, i, axis=layer_axis) for i in range(num_layers)]
