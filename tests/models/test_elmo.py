@@ -128,3 +128,36 @@ def test_bad_input_is_named():
         model(inputs)
     with pytest.raises(ValueError, match="dropout"):
         ELMo(**SMALL, dropout=1.5)
+
+
+def test_frozen_features_through_scalar_mix_train_a_token_head():
+    """The feature-based route (ALGORITHMS.md §7b): frozen ELMo → ScalarMix → a token-level head."""
+    from kbert.text import character_ids
+
+    classes = {"cat": 0, "dog": 0, "bird": 0, "fish": 0, "ran": 1, "sat": 1, "sang": 1, "swam": 1,
+               "the": 2, "a": 2, "red": 2, "big": 2}
+    words = sorted(classes)
+    rng = np.random.default_rng(4)
+    lengths = rng.integers(3, 9, size=64)
+    sentences = [[words[i] for i in rng.integers(0, len(words), size=n)] for n in lengths]
+    inputs = {"character_ids": np.stack([character_ids(s, 8) for s in sentences]),
+              "padding_mask": padding_mask(lengths, 8)}
+    tags = np.array([[classes[w] for w in s] + [0] * (8 - len(s)) for s in sentences], "int32")
+
+    elmo = ELMo(hidden_dim=16, cell_dim=16, filters=[(1, 16), (2, 16), (3, 16)])
+    elmo.trainable = False
+    frozen = [to_numpy(w) for w in elmo.weights]
+    features = {name: keras.Input(value.shape[1:], dtype="int32", name=name) for name, value in inputs.items()}
+    mix = kbert.layers.ScalarMix(num_layers=3, layer_norm=True)
+    mixed = mix(elmo(features)["layer_outputs"], padding_mask=features["padding_mask"])
+    model = keras.Model(features, keras.layers.Dense(3)(mixed))
+    model.compile(optimizer=keras.optimizers.Adam(5e-2), weighted_metrics=["accuracy"],
+                  loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    before = model.evaluate(inputs, tags, sample_weight=inputs["padding_mask"], return_dict=True, verbose=0)
+    model.fit(inputs, tags, sample_weight=inputs["padding_mask"], epochs=100, batch_size=64, verbose=0)
+    after = model.evaluate(inputs, tags, sample_weight=inputs["padding_mask"], return_dict=True, verbose=0)
+    assert after["loss"] < 0.3 * before["loss"] and after["accuracy"] > 0.95, (before, after)
+    assert [w.path for w in model.trainable_weights if "elmo" in w.path] == []
+    for old, new in zip(frozen, elmo.weights):
+        np.testing.assert_array_equal(to_numpy(new), old)
+    assert not np.allclose(to_numpy(mix.layer_weights), 0.0) and float(to_numpy(mix.gamma)) != 1.0
