@@ -75,8 +75,9 @@ _upstream = threading.local()
 
 
 @contextlib.contextmanager
-def _checked_upstream():
-    """Within it, calls skip the value checks: `fit` and its kin checked the data at entry."""
+def checked_upstream():
+    """Within it, calls skip the value checks: `fit` and its kin (or a generator) checked the
+    data at entry."""
     previous = getattr(_upstream, "active", False)
     _upstream.active = True
     try:
@@ -472,7 +473,7 @@ def _data_checked_at_entry(model, data, kwargs):
         guard = _JaxWeightsGuard(model)
         kwargs["callbacks"] = guard.callbacks(kwargs)
     try:
-        with _checked_upstream():
+        with checked_upstream():
             yield
     except Exception as error:  # the backend's own error type for a failed tf.data assertion
         message = str(error)
@@ -518,15 +519,15 @@ class InputChecks:
 
     def train_on_batch(self, x, y=None, *args, **kwargs):
         checked_data(self, x, y)
-        with _checked_upstream():
+        with checked_upstream():
             return super().train_on_batch(x, y, *args, **kwargs)
 
     def test_on_batch(self, x, y=None, *args, **kwargs):
         checked_data(self, x, y)
-        with _checked_upstream():
+        with checked_upstream():
             return super().test_on_batch(x, y, *args, **kwargs)
 
     def predict_on_batch(self, x):
         checked_data(self, x)
-        with _checked_upstream():
+        with checked_upstream():
             return super().predict_on_batch(x)

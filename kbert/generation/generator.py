@@ -25,6 +25,7 @@ import numpy as np
 from keras import ops
 
 from kbert.arguments import number, one_of, positive_int, positive_number
+from kbert.input_checks import check_ids_in_range, checked_upstream
 from kbert.generation.samplers import (
     STRATEGIES,
     beam_step,
@@ -176,9 +177,9 @@ class Generator:
             return torch_compiled_method(self.model, name)
         return getattr(self.model, name)
 
-    @staticmethod
-    def _read_inputs(inputs, names):
-        """The int32 NumPy arrays `inputs[name]` for `names`, checked to be `(batch, length)` alike."""
+    def _read_inputs(self, inputs, names):
+        """The int32 NumPy arrays `inputs[name]` for `names`, checked to be `(batch, length)` alike,
+        the first (the token ids) to be ids of the model's vocabulary."""
         missing = [name for name in names if name not in inputs]
         if missing:
             raise ValueError(f"inputs lack {missing}; received keys {sorted(inputs)}.")
@@ -188,12 +189,18 @@ class Generator:
                 f"{' and '.join(names)} must all be (batch, length); received "
                 f"{[array.shape for array in arrays]}."
             )
+        check_ids_in_range(arrays[0], self.model.vocabulary_size, names[0])
         return arrays
 
     def _run(self, *inputs):
-        """The compiled loop on int32 `inputs`: generated ids as int32 NumPy."""
+        """The compiled loop on int32 `inputs` (checked by `_read_inputs`): generated ids as int32 NumPy.
+
+        The layers skip their own id checks, which on PyTorch's eager loop
+        would read ids back to the host at every step.
+        """
         tensors = [ops.convert_to_tensor(np.asarray(x, "int32")) for x in inputs]
-        tokens, seed_state = self._function(self.seed_generator.state.value, *tensors)
+        with checked_upstream():
+            tokens, seed_state = self._function(self.seed_generator.state.value, *tensors)
         self.seed_generator.state.assign(seed_state)
         return np.asarray(ops.convert_to_numpy(tokens), "int32")
 

@@ -14,7 +14,6 @@ are shared with `CausalLMGenerator` (`kbert.generation.generator`,
 from keras import ops
 
 from kbert.generation.generator import Generator
-from kbert.generation.samplers import STRATEGIES  # noqa: F401  (re-exported)
 
 
 class Seq2SeqGenerator(Generator):
@@ -43,7 +42,7 @@ class Seq2SeqGenerator(Generator):
     Args:
         model: a `kbert.models.T5` (or any model with its generation interface).
         max_new_tokens: length of the generated buffer.
-        strategy: one of `STRATEGIES`.
+        strategy: one of `kbert.generation.STRATEGIES`.
         temperature, top_k, top_p: sampling options.
         num_beams, length_penalty: beam-search options.
         use_cache: incremental decoding with key/value caches.

@@ -147,6 +147,8 @@ def test_errors(gpt2):
         CausalLMGenerator(gpt2, max_new_tokens=20)(prompts())
     with pytest.raises(ValueError, match="lack"):
         CausalLMGenerator(gpt2)({"token_ids": np.ones((1, 2), "int32")})
+    with pytest.raises(ValueError, match="token_ids 30 is outside the valid range"):
+        CausalLMGenerator(gpt2)({"token_ids": [[30]], "padding_mask": [[1]]})
     with pytest.raises(ValueError, match="must all be"):
         CausalLMGenerator(gpt2)({"token_ids": np.ones((1, 2), "int32"),
                                  "padding_mask": np.ones((1, 3), "int32")})
