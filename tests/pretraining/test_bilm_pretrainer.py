@@ -64,7 +64,8 @@ def test_bad_targets_and_inputs_are_named():
     model = _model()
     model.compile(optimizer="adam")
     x = {"character_ids": np.ones((2, 5, 50), "int32"), "padding_mask": np.ones((2, 5), "int32")}
-    with pytest.raises(ValueError, match="'token_ids' holds 20 at position \\(0, 0\\), outside the allowed \\[0, 20\\)"):
+    out_of_range = "'token_ids' holds 20 at position \\(0, 0\\), outside the allowed \\[0, 20\\)"
+    with pytest.raises(ValueError, match=out_of_range):
         model.fit(x, {"token_ids": np.full((2, 5), 20, "int32")}, verbose=0)
     with pytest.raises(ValueError, match="BiLMPretrainer inputs lack \\['padding_mask'\\]"):
         model({"character_ids": x["character_ids"]})
