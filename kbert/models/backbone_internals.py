@@ -72,3 +72,33 @@ class BackboneInternals(keras.Model):
     def from_config(cls, config):
         backbone = keras.saving.deserialize_keras_object(config.pop("backbone"))
         return cls(backbone, **config)
+
+
+def per_layer_head_masks(head_mask, num_layers, name="head_mask"):
+    """One head mask per layer (`(heads,)` or `(batch, heads)`) from a model's `head_mask`.
+
+    `head_mask` is `(num_layers, heads)`, `(batch, num_layers, heads)`, a
+    list of one mask per layer (layers with different head counts), or None
+    (a list of None). `name` is named in the error.
+
+    >>> [tuple(m.shape) for m in per_layer_head_masks(np.ones((3, 2, 4)), 2)]
+    [(3, 4), (3, 4)]
+    """
+    if head_mask is None:
+        return [None] * num_layers
+    if isinstance(head_mask, (list, tuple)):
+        masks, received = list(head_mask), f"a list of {len(head_mask)}"
+    else:
+        head_mask = keras.ops.convert_to_tensor(head_mask)
+        received = f"shape {tuple(head_mask.shape)}"
+        layer_axis = len(head_mask.shape) - 2  # (layers, heads) or (batch, layers, heads)
+        masks = []
+        if layer_axis in (0, 1):
+            masks = [keras.ops.take(head_mask, i, axis=layer_axis)
+                     for i in range(head_mask.shape[layer_axis])]
+    if len(masks) != num_layers:
+        raise ValueError(
+            f"{name} must be (num_layers, num_heads), (batch, num_layers, num_heads) or a list "
+            f"of num_layers={num_layers} per-layer masks; received {received}."
+        )
+    return masks

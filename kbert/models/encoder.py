@@ -9,7 +9,7 @@ from kbert.layers.pooler import Pooler
 from kbert.layers.text_embedding import TextEmbedding
 from kbert.layers.transformer_encoder import TransformerEncoder
 from kbert.models.backbone import Backbone
-from kbert.models.backbone_internals import BackboneInternals
+from kbert.models.backbone_internals import BackboneInternals, per_layer_head_masks
 
 # Attention layers an `Encoder` can be built with, by name (sparse kernels
 # are added here as they land); each takes `num_heads`, `key_dim`, `dropout`,
@@ -257,7 +257,7 @@ class Encoder(Backbone):
             training=training,
         )
         global_attention_mask = inputs.get("global_attention_mask")
-        head_masks = self.layer_head_masks(inputs.get("head_mask"))
+        head_masks = per_layer_head_masks(inputs.get("head_mask"), self.num_layers)
         states, probabilities = [x], []
         for block, head_mask in zip(self.transformer_layers, head_masks):
             x = block(
@@ -292,33 +292,6 @@ class Encoder(Backbone):
         `kbert.layers.sparse_attention.DENSE_PROBABILITIES_MAX_LENGTH` tokens.
         """
         return BackboneInternals(self, hidden_states, attention_probabilities)
-
-    def layer_head_masks(self, head_mask):
-        """One head mask per layer (None, `(heads,)` or `(batch, heads)`) from a model's `head_mask`.
-
-        >>> encoder = Encoder(vocabulary_size=10, num_layers=2, num_heads=2, hidden_dim=4,
-        ...                   intermediate_dim=4, max_positions=8)
-        >>> [tuple(m.shape) for m in encoder.layer_head_masks(np.ones((3, 2, 2)))]
-        [(3, 2), (3, 2)]
-        """
-        if head_mask is None:
-            return [None] * self.num_layers
-        if isinstance(head_mask, (list, tuple)):
-            masks, received = list(head_mask), f"a list of {len(head_mask)}"
-        else:
-            head_mask = keras.ops.convert_to_tensor(head_mask)
-            received = f"shape {tuple(head_mask.shape)}"
-            layer_axis = len(head_mask.shape) - 2  # (layers, heads) or (batch, layers, heads)
-            masks = []
-            if layer_axis in (0, 1):
-                masks = [keras.ops.take(head_mask, i, axis=layer_axis)
-                         for i in range(head_mask.shape[layer_axis])]
-        if len(masks) != self.num_layers:
-            raise ValueError(
-                "head_mask must be (num_layers, num_heads), (batch, num_layers, num_heads) or "
-                f"a list of num_layers={self.num_layers} per-layer masks; received {received}."
-            )
-        return masks
 
     # --- Calls ------------------------------------------------------------------
 

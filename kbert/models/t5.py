@@ -12,7 +12,7 @@ from kbert.layers.rms_normalization import RMSNormalization
 from kbert.layers.t5_encoder_block import T5EncoderBlock
 from kbert.layers.transformer_decoder import TransformerDecoder
 from kbert.models.backbone import Backbone
-from kbert.models.backbone_internals import BackboneInternals
+from kbert.models.backbone_internals import BackboneInternals, per_layer_head_masks
 
 # T5's special ids (ALGORITHMS.md §3): the decoder starts from the pad id.
 PAD_ID = 0
@@ -234,13 +234,13 @@ class T5(Backbone):
         encoder_padding_mask = inputs["encoder_padding_mask"]
         encoder_outputs, encoder_states, encoder_probabilities = self._run_encoder(
             inputs["encoder_token_ids"], encoder_padding_mask, None, attention_probabilities,
-            _layer_masks(inputs.get("encoder_head_mask"), self.num_layers),
+            per_layer_head_masks(inputs.get("encoder_head_mask"), self.num_layers, "encoder_head_mask"),
         )
         decoder_outputs, decoder_states, decoder_probabilities = self._run_decoder(
             inputs["decoder_token_ids"], inputs["decoder_padding_mask"], encoder_outputs,
             encoder_padding_mask, None, attention_probabilities,
-            _layer_masks(inputs.get("decoder_head_mask"), self.num_decoder_layers),
-            _layer_masks(inputs.get("cross_attention_head_mask"), self.num_decoder_layers),
+            *(per_layer_head_masks(inputs.get(name), self.num_decoder_layers, name)
+              for name in ("decoder_head_mask", "cross_attention_head_mask")),
         )
         outputs = {
             "encoder_sequence_output": encoder_outputs,
@@ -431,16 +431,3 @@ def seq2seq_inputs(encoder_token_ids, target_ids, pad_id=PAD_ID, start_id=PAD_ID
         "decoder_padding_mask": (target_ids != pad_id).astype("int32"),
     }
 
-
-def _layer_masks(head_mask, num_layers):
-    """One head mask per layer from `(num_layers, heads)` or `(batch, num_layers, heads)`, or None."""
-    if head_mask is None:
-        return None
-    head_mask = ops.convert_to_tensor(head_mask)
-    layer_axis = len(head_mask.shape) - 2
-    if layer_axis not in (0, 1) or head_mask.shape[layer_axis] != num_layers:
-        raise ValueError(
-            f"A T5 head mask must be (num_layers, num_heads) or (batch, num_layers, num_heads) "
-            f"with num_layers={num_layers}; received shape {tuple(head_mask.shape)}."
-        )
-    return [ops.take(head_mask, i, axis=layer_axis) for i in range(num_layers)]

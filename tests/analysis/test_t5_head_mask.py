@@ -72,5 +72,5 @@ def test_t5_head_masks_equal_transformers(tmp_path):
     np.testing.assert_allclose(to_numpy(outputs["logits"]), expected, atol=1e-4, rtol=1e-4)
     plain = model.with_internals(hidden_states=False, attention_probabilities=False)(inputs)
     assert not np.allclose(to_numpy(plain["logits"]), expected, atol=1e-3)
-    with pytest.raises(ValueError, match="T5 head mask must be"):
+    with pytest.raises(ValueError, match="encoder_head_mask must be"):
         model.with_internals(False, False)({**inputs, "encoder_head_mask": np.ones((3, 3))})
