@@ -414,11 +414,7 @@ def run_pretraining(
     pretrainer.save(os.path.join(output, "model.keras"))
     with open(os.path.join(output, "metrics.json"), "w") as f:
         json.dump(metrics, f, indent=2)
-    metric, predicted = _lm_metric(objective)
-    title = (f"{model}, {objective}: held-out {predicted} accuracy "
-             f"{metrics[f'held_out_{metric}_accuracy']:.3f} "
-             f"(most frequent token {metrics['most_frequent_token_accuracy']:.3f})")
-    save_learning_curve(os.path.join(output, "learning_curve.png"), run.losses, title)
+    save_learning_curve(os.path.join(output, "learning_curve.png"), run.losses, _curve_title(metrics))
     run.finish()
     log(f"Saved model.keras, vocab.txt, metrics.json and learning_curve.png to {output}")
     if objective == "clm":
@@ -426,3 +422,11 @@ def run_pretraining(
     else:
         _demo(pretrainer, tokenizer, held_out_documents, sequence_length, random.Random(seed), log)
     return metrics
+
+
+def _curve_title(metrics):
+    """The learning curve's title: the run and its held-out accuracy beside the baseline's."""
+    metric, predicted = _lm_metric(metrics["objective"])
+    return (f"{metrics['model']}, {metrics['objective']}: held-out {predicted} accuracy "
+            f"{metrics[f'held_out_{metric}_accuracy']:.3f} "
+            f"(most frequent token {metrics['most_frequent_token_accuracy']:.3f})")
