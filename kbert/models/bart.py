@@ -10,7 +10,13 @@ from kbert.layers.reversible_embedding import ReversibleEmbedding
 from kbert.layers.transformer_decoder import TransformerDecoder
 from kbert.layers.transformer_encoder import TransformerEncoder
 from kbert.models.backbone import Backbone
-from kbert.models.t5 import INPUT_NAMES, T5, cross_attention_caches, self_attention_caches
+from kbert.models.t5 import (
+    INPUT_NAMES,
+    T5,
+    cross_attention_caches,
+    decode_with_caches,
+    self_attention_caches,
+)
 
 # BART's special ids (RoBERTa's vocabulary): <s> 0, <pad> 1, </s> 2; the
 # decoder starts from </s> (`decoder_start_token_id`, ALGORITHMS.md §7).
@@ -243,16 +249,8 @@ class BART(Backbone):
         Returns `(logits (batch, vocab), updated self_caches)`.
         """
         x = self._embed("decoder", token_ids, training=False, offset=index)
-        updated = []
-        for block, cache, cross in zip(self.decoder_layers, self_caches, cross_caches):
-            x, cache = block(
-                x,
-                encoder_padding_mask=encoder_padding_mask,
-                self_attention_cache=cache,
-                cross_attention_cache=cross,
-                cache_update_index=index,
-                cache_write=cache_write,
-                training=False,
-            )
-            updated.append(cache)
-        return self.lm_head(x)[:, 0, :], tuple(updated)
+        x, updated = decode_with_caches(
+            self.decoder_layers, x, index, self_caches, cross_caches, encoder_padding_mask,
+            cache_write,
+        )
+        return self.lm_head(x)[:, 0, :], updated

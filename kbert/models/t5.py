@@ -375,26 +375,37 @@ class T5(Backbone):
         """
         x = self._embed(token_ids, training=False)
         bias = self.decoder_position_bias(x, self_caches[0][:, 0, 0], query_offset=index)
-        updated = []
-        for block, cache, cross in zip(self.decoder_layers, self_caches, cross_caches):
-            x, cache = block(
-                x,
-                encoder_padding_mask=encoder_padding_mask,
-                attention_bias=bias,
-                self_attention_cache=cache,
-                cross_attention_cache=cross,
-                cache_update_index=index,
-                cache_write=cache_write,
-                training=False,
-            )
-            updated.append(cache)
+        x, updated = decode_with_caches(
+            self.decoder_layers, x, index, self_caches, cross_caches, encoder_padding_mask,
+            cache_write, attention_bias=bias,
+        )
         sequence_output = self._end_decoder(x, training=False)
-        return self._logits(sequence_output)[:, 0, :], tuple(updated)
+        return self._logits(sequence_output)[:, 0, :], updated
 
 
 def cross_attention_caches(decoder_layers, encoder_outputs):
     """Each `TransformerDecoder` block's projected encoder keys and values."""
     return tuple(block.cross_attention.compute_cache(encoder_outputs) for block in decoder_layers)
+
+
+def decode_with_caches(decoder_layers, x, index, self_caches, cross_caches, encoder_padding_mask,
+                       cache_write, **block_options):
+    """`x` `(batch, 1, width)` at position `index` through every `TransformerDecoder` block and
+    its caches: `(outputs, updated self-attention caches)`; `block_options` go to each block."""
+    updated = []
+    for block, cache, cross in zip(decoder_layers, self_caches, cross_caches):
+        x, cache = block(
+            x,
+            encoder_padding_mask=encoder_padding_mask,
+            self_attention_cache=cache,
+            cross_attention_cache=cross,
+            cache_update_index=index,
+            cache_write=cache_write,
+            training=False,
+            **block_options,
+        )
+        updated.append(cache)
+    return x, tuple(updated)
 
 
 def self_attention_caches(decoder_layers, batch_size, max_length, dtype):

@@ -8,7 +8,6 @@ next-word demo.
 """
 
 import math
-import os
 import random
 
 import keras
@@ -30,6 +29,7 @@ from kbert.pretraining.run_outputs import (
     STEPS_PER_EPOCH,
     run_optimizer,
     save_run,
+    saved_vocabulary,
 )
 
 text = lazy_import("kbert.text")
@@ -37,13 +37,8 @@ text = lazy_import("kbert.text")
 
 def _word_vocabulary(output, train_documents, vocabulary_size, log):
     """The words of `output/vocab.txt`, learned from `train_documents` if absent."""
-    path = os.path.join(output, "vocab.txt")
-    if not os.path.exists(path):
-        words = learn_word_vocabulary(train_documents, vocabulary_size)
-        with open(path, "w", encoding="utf-8") as f:
-            f.write("\n".join(words) + "\n")
-        log(f"Learned a {len(words):,}-word vocabulary (at most {vocabulary_size:,}) "
-            f"from {len(train_documents)} documents.")
+    path = saved_vocabulary(output, learn_word_vocabulary, train_documents, vocabulary_size, "word",
+                            log)
     with open(path, encoding="utf-8") as f:
         return f.read().splitlines()
 

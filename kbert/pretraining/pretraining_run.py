@@ -61,6 +61,7 @@ from kbert.pretraining.run_outputs import (
     STEPS_PER_EPOCH,
     run_optimizer,
     save_run,
+    saved_vocabulary,
 )
 from kbert.pretraining.span_bert_pretrainer import SpanBertPretrainer
 from kbert.resumable_run import DEFAULT_SAVE_EVERY, ResumableRun
@@ -308,14 +309,9 @@ def _tokenizer(output, train_documents, vocabulary_size, log):
     """The WordPiece tokenizer of `output/vocab.txt`, learned from `train_documents` if absent."""
     from kbert.text import WordPieceTokenizer, learn_word_piece_vocabulary
 
-    vocabulary_path = os.path.join(output, "vocab.txt")
-    if not os.path.exists(vocabulary_path):
-        tokens = learn_word_piece_vocabulary(train_documents, vocabulary_size)
-        with open(vocabulary_path, "w", encoding="utf-8") as f:
-            f.write("\n".join(tokens) + "\n")
-        log(f"Learned a {len(tokens):,}-token WordPiece vocabulary (at most {vocabulary_size:,}) "
-            f"from {len(train_documents)} documents.")
-    return WordPieceTokenizer(vocabulary_path, lowercase=True)
+    path = saved_vocabulary(output, learn_word_piece_vocabulary, train_documents, vocabulary_size,
+                            "token WordPiece", log)
+    return WordPieceTokenizer(path, lowercase=True)
 
 
 def _compiled_pretrainer(model, objective, tokenizer, steps, learning_rate):

@@ -27,6 +27,21 @@ def run_optimizer(steps, learning_rate):
                             warmup_steps=max(steps // 10, 1))
 
 
+def saved_vocabulary(output, learn, documents, vocabulary_size, kind, log):
+    """The path of `output/vocab.txt`, first written (one entry a line) if absent.
+
+    `learn(documents, vocabulary_size)` gives the entries; `kind` names them in the log line.
+    """
+    path = os.path.join(output, "vocab.txt")
+    if not os.path.exists(path):
+        entries = learn(documents, vocabulary_size)
+        with open(path, "w", encoding="utf-8") as f:
+            f.write("\n".join(entries) + "\n")
+        log(f"Learned a {len(entries):,}-{kind} vocabulary (at most {vocabulary_size:,}) "
+            f"from {len(documents)} documents.")
+    return path
+
+
 def save_run(run, model, metrics, title, saved_files, log):
     """Save `model`, the metrics and the learning curve (titled `title`) to `run.output`; end `run`.
 
