@@ -8,11 +8,13 @@ from kbert.checkpoints.registry import converter_for, register_converter, suppor
 
 KBERT_MODEL_TYPES = [
     "albert",
+    "bart",
     "bert",
     "big_bird",
     "camembert",
     "distilbert",
     "electra",
+    "gpt2",
     "longformer",
     "roberta",
     "t5",
@@ -28,8 +30,8 @@ def test_every_family_is_registered_under_its_model_types():
 
 
 def test_unknown_model_type_lists_the_supported_ones():
-    with pytest.raises(ValueError, match=r"Unsupported model_type 'gpt2'; supported: \['albert', 'bert'"):
-        converter_for("gpt2")
+    with pytest.raises(ValueError, match=r"Unsupported model_type 'xlnet'; supported: \['albert', 'bart'"):
+        converter_for("xlnet")
     with pytest.raises(ValueError, match="Unsupported model_type None"):
         converter_for(None)
 
