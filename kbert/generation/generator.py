@@ -205,7 +205,7 @@ class Generator:
         return np.asarray(ops.convert_to_numpy(tokens), "int32")
 
     def _generate(self, seed_state, *inputs):
-        raise NotImplementedError(f"{type(self).__name__} defines _generate.")
+        raise NotImplementedError(f"Generator is abstract: {type(self).__name__} must define _generate.")
 
     def _decode(self, next_logits, tokens, caches, offset, seed_state):
         """The loop: `max_new_tokens` ids written into `tokens` from column `offset`.
