@@ -149,10 +149,7 @@ class BartConverter(Converter):
         for stack, attribute, names in (("encoder", ENCODER_LAYERS, ENCODER_BLOCK),
                                         ("decoder", DECODER_LAYERS, DECODER_BLOCK)):
             blocks = resolve_sublayer(backbone, attribute, f"{self!r} {stack} blocks")
-            for index, block in enumerate(blocks):
-                for path, module in names.items():
-                    entry = f"{self!r} {stack} block {path!r}: {module!r}"
-                    pairs.append((resolve_sublayer(block, path, entry), f"{stack}.layers.{index}.{module}"))
+            pairs += self.block_modules(blocks, names, f"{stack}.layers.{{i}}.", f"{stack} block")
         return pairs
 
     def weight_names(self, backbone, tensors):

@@ -243,15 +243,7 @@ class BertConverter(Converter):
             if layer is not None:  # e.g. no segment table, no projection
                 pairs.append((layer, module))
         blocks = resolve_sublayer(backbone, TRANSFORMER_LAYERS, f"{self!r} blocks")
-        seen = set()
-        for index, block in enumerate(blocks):
-            if id(block) in seen:  # shared layers (ALBERT) are loaded once
-                continue
-            seen.add(id(block))
-            prefix = self.block.format(i=index)
-            for path, module in self.block_names.items():
-                entry = f"{self!r} block {path!r}: {module!r}"
-                pairs.append((resolve_sublayer(block, path, entry), prefix + module))
+        pairs += self.block_modules(blocks, self.block_names, self.block)
         if resolve_sublayer(backbone, POOLER, f"{self!r} pooler") is not None:
             if self.pooler is None:
                 raise ValueError(

@@ -6,6 +6,7 @@ from kbert.checkpoints.weight_mapping import (
     assign_tensors,
     layer_tensor_names,
     read_tensors,
+    resolve_sublayer,
     strip_prefix,
 )
 
@@ -92,6 +93,23 @@ class Converter:
                 resolve on `backbone` (see `weight_mapping.resolve_sublayer`).
         """
         raise NotImplementedError(f"{type(self).__name__}: sublayer_modules is abstract; a converter defines it.")
+
+    def block_modules(self, blocks, block_names, prefix, description="block"):
+        """`(kbert layer, HF module name)` for the sublayers of each distinct block of `blocks`.
+
+        `block_names` maps a block's attribute path to its module name and
+        `prefix` (with `{i}`) names block `i`'s modules; a block at several
+        positions (ALBERT's shared layers) is listed once, at its first.
+        """
+        pairs, seen = [], set()
+        for index, block in enumerate(blocks):
+            if id(block) in seen:
+                continue
+            seen.add(id(block))
+            for path, module in block_names.items():
+                entry = f"{self!r} {description} {path!r}: {module!r}"
+                pairs.append((resolve_sublayer(block, path, entry), prefix.format(i=index) + module))
+        return pairs
 
     def weight_names(self, backbone, tensors):
         """`{variable path: (tensor name, transpose)}` for every variable of `backbone`."""

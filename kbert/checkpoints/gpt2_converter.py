@@ -140,10 +140,7 @@ class GPT2Converter(Converter):
             for path, module in GPT2_BACKBONE.items()
         ]
         blocks = resolve_sublayer(backbone, TRANSFORMER_LAYERS, f"{self!r} blocks")
-        for index, block in enumerate(blocks):
-            for path, module in GPT2_BLOCK.items():
-                entry = f"{self!r} block {path!r}: {module!r}"
-                pairs.append((resolve_sublayer(block, path, entry), f"h.{index}.{module}"))
+        pairs += self.block_modules(blocks, GPT2_BLOCK, "h.{i}.")
         return pairs
 
     def weight_names(self, backbone, tensors):

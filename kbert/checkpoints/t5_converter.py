@@ -154,10 +154,7 @@ class T5Converter(Converter):
         for stack, attribute in (("encoder", ENCODER_LAYERS), ("decoder", DECODER_LAYERS)):
             names = t5_block_names(stack == "decoder", backbone.use_gated_activation)
             blocks = resolve_sublayer(backbone, attribute, f"{self!r} {stack} blocks")
-            for index, block in enumerate(blocks):
-                for path, module in names.items():
-                    entry = f"{self!r} {stack} block {path!r}: {module!r}"
-                    pairs.append((resolve_sublayer(block, path, entry), f"{stack}.block.{index}.{module}"))
+            pairs += self.block_modules(blocks, names, f"{stack}.block.{{i}}.", f"{stack} block")
         return pairs
 
 
