@@ -152,24 +152,45 @@ def fused_attention_supports(dtype):
     return jax.default_backend() != "cpu"
 
 
-def torch_attention_with_dropout(query, key, value, mask, scale, rate):
-    """PyTorch's fused attention with dropout on the probabilities, in Keras' layout.
+def fused_attention(query, key, value, mask, scale, dropout_rate=0.0, bias=None):
+    """Softmax attention in the backend's fused kernel, in Keras' `(batch, length, heads, head_dim)` layout.
 
-    `keras.ops.dot_product_attention` has no dropout, so training with
-    attention dropout would otherwise compute the scores explicitly;
-    `torch.nn.functional.scaled_dot_product_attention` takes `dropout_p`.
-    `query`, `key`, `value` are `(batch, length, heads, head_dim)`; `mask` is
-    bool, broadcastable to `(batch, heads, query_length, key_length)`, True
-    where a key is attended. Dropout draws from PyTorch's generator, as Keras'
-    unseeded dropout does on PyTorch. PyTorch only.
+    Computes `softmax(scale · q·kᵀ + bias)·v` over the keys `mask` keeps.
+    `mask` is bool, broadcastable to `(batch, heads, query_length,
+    key_length)`, True where a key is attended (or None); `bias` (T5's
+    relative position bias, or None) is float, broadcastable to the same
+    shape. On PyTorch this calls
+    `torch.nn.functional.scaled_dot_product_attention` on transposed views,
+    as transformers does: `keras.ops.dot_product_attention` copies query, key
+    and value into contiguous `(batch, heads, length, head_dim)` tensors
+    first, and its output then needs a fourth copy to merge the heads (48
+    copies of a 3 MB tensor per bert_base forward). PyTorch's kernel also
+    takes `dropout_rate` (on the probabilities, from PyTorch's generator, as
+    Keras' unseeded dropout draws on PyTorch); on TensorFlow and JAX,
+    `keras.ops.dot_product_attention` has no dropout and `dropout_rate` must be 0.
+
+    >>> import numpy as np
+    >>> q = np.ones((1, 3, 2, 4), "float32")
+    >>> tuple(fused_attention(q, q, q, None, scale=0.5).shape)
+    (1, 3, 2, 4)
     """
+    import keras
+
+    dtype = keras.backend.standardize_dtype(query.dtype)
+    if mask is not None:  # additive and finite, so a row with every key masked stays finite
+        masked = -0.7 * float(np.finfo(np.float16 if dtype == "float16" else np.float32).max)
+        bias = keras.ops.where(mask, 0.0 if bias is None else keras.ops.cast(bias, "float32"), masked)
+    if bias is not None:
+        bias = keras.ops.cast(bias, dtype)
+    if keras.backend.backend() != "torch":
+        if dropout_rate:
+            raise ValueError("fused_attention takes a dropout rate only on PyTorch.")
+        return keras.ops.dot_product_attention(query, key, value, bias=bias, scale=scale)
     import torch
 
-    query, key, value = (torch.transpose(x, 1, 2) for x in (query, key, value))
-    if mask is not None:  # additive, so a row with every key masked stays finite
-        mask = torch.where(mask, 0.0, -0.7 * torch.finfo(query.dtype).max).to(query.dtype)
+    query, key, value = (torch.transpose(keras.ops.convert_to_tensor(x), 1, 2) for x in (query, key, value))
     context = torch.nn.functional.scaled_dot_product_attention(
-        query, key, value, attn_mask=mask, dropout_p=rate, scale=scale
+        query, key, value, attn_mask=bias, dropout_p=dropout_rate, scale=scale
     )
     return torch.transpose(context, 1, 2)
 

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from helpers import BACKEND, compile_with_xla, to_numpy
 
-from kbert.backend_utils import is_eager_tensor, quiet_import
+from kbert.backend_utils import fused_attention, is_eager_tensor, quiet_import
 
 
 class EagernessProbe(keras.layers.Layer):
@@ -99,3 +99,28 @@ def test_quiet_import_propagates_errors_and_restores_stderr(capfd):
         quiet_import("kbert_no_such_module")
     os.write(2, b"still here\n")
     assert "still here" in capfd.readouterr().err
+
+
+def numpy_attention(query, key, value, mask, scale):
+    scores = np.einsum("bqnh,bknh->bnqk", query, key) * scale
+    scores = np.where(mask, scores, -1e30)
+    probabilities = np.exp(scores - scores.max(-1, keepdims=True))
+    probabilities /= probabilities.sum(-1, keepdims=True)
+    return np.einsum("bnqk,bknh->bqnh", probabilities, value)
+
+
+def test_fused_attention_matches_numpy():
+    """Masked softmax attention against NumPy, atol 1e-5 (float32), in Keras' head layout."""
+    rng = np.random.default_rng(0)
+    query, key, value = (rng.standard_normal((2, 5, 3, 4)).astype("float32") for _ in range(3))
+    mask = np.ones((2, 1, 1, 5), bool)
+    mask[1, ..., 3:] = False  # the second row's last two keys are padding
+    context = fused_attention(query, key, value, mask, scale=0.3)
+    np.testing.assert_allclose(to_numpy(context), numpy_attention(query, key, value, mask, 0.3), atol=1e-5)
+
+
+@pytest.mark.skipif(BACKEND == "torch", reason="PyTorch's kernel takes a dropout rate")
+def test_fused_attention_dropout_needs_torch():
+    x = np.ones((1, 2, 1, 4), "float32")
+    with pytest.raises(ValueError, match="dropout rate only on PyTorch"):
+        fused_attention(x, x, x, None, scale=0.5, dropout_rate=0.1)

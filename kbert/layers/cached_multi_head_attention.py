@@ -171,20 +171,11 @@ class CachedMultiHeadAttention(MultiHeadAttention):
     def _attend_to_cache(self, query, cache, mask, bias, training):
         """Attention of `query` `(batch, length, heads, key_dim)` to a cache's keys and values.
 
-        Batched matmuls on the heads-first cache read its key and value slices
-        as strided views, where the fused kernel would copy them contiguous
-        at every step.
+        The key and value slices of the heads-first cache reach the kernel
+        as strided views (`fused_attention` takes them without a copy on PyTorch).
         """
-        query = ops.transpose(query, (0, 2, 1, 3))
-        scores = ops.matmul(query, ops.swapaxes(cache[:, :, 0], -1, -2))
-        context = ops.matmul(self._probabilities(scores, mask, bias, training), cache[:, :, 1])
-        return ops.transpose(context, (0, 2, 1, 3))
-
-    def attend(self, query, key, value, mask=None, bias=None, training=None):
-        """`MultiHeadAttention.attend`, with `bias` added to the scaled scores in float32."""
-        if bias is None:
-            return super().attend(query, key, value, mask=mask, training=training)
-        return self._explicit_attention(query, key, value, mask, bias, training)[0]
+        key, value = (ops.transpose(cache[:, :, slot], (0, 2, 1, 3)) for slot in (0, 1))
+        return self.attend(query, key, value, mask=mask, training=training, bias=bias)
 
     def compute_output_spec(self, query, value=None, key=None, *args, cache=None,
                             return_probabilities=False, **kwargs):

@@ -2,8 +2,9 @@ import keras
 from keras import ops
 
 from kbert.arguments import positive_int, probability
-from kbert.backend_utils import fused_attention_supports, torch_attention_with_dropout
+from kbert.backend_utils import fused_attention, fused_attention_supports
 from kbert.layers.attention_mask import MASKED_SCORE, merge_attention_masks
+from kbert.layers.dropout import apply_dropout
 from kbert.layers.fused_dense import FusedDense
 from kbert.layers.initializers import clone_initializer
 from kbert.layers.sparse_attention import check_self_attention
@@ -17,7 +18,7 @@ class MultiHeadAttention(keras.layers.Layer):
     (BigBird, Longformer) subclass this layer and replace it, keeping the
     projections, masks and weight layout, so any of them plugs into
     `TransformerEncoder`. The default dense kernel calls
-    `keras.ops.dot_product_attention`, which takes the backend's fused kernel
+    `kbert.backend_utils.fused_attention`, which takes the backend's fused kernel
     (PyTorch `scaled_dot_product_attention`, JAX/XLA's fused attention). When
     attention-probability dropout is active (training with `dropout > 0`),
     PyTorch's fused kernel applies it (`dropout_p`); on TensorFlow and JAX, or
@@ -180,7 +181,7 @@ class MultiHeadAttention(keras.layers.Layer):
         """`attend` computed explicitly: `(context, probabilities (batch, heads, query, key))`."""
         return self._explicit_attention(query, key, value, mask, None, training)
 
-    def attend(self, query, key, value, mask=None, training=None):
+    def attend(self, query, key, value, mask=None, training=None, bias=None):
         """The scoring kernel: softmax attention of projected heads.
 
         Args:
@@ -189,6 +190,8 @@ class MultiHeadAttention(keras.layers.Layer):
             value: `(batch, key_length, heads, value_dim)`.
             mask: bool, broadcastable to `(batch, heads, query_length, key_length)`.
             training: whether attention dropout is active.
+            bias: float, broadcastable like `mask`, added to the scaled scores
+                (T5's relative position bias), or None.
 
         Returns:
             `(batch, query_length, heads, value_dim)`.
@@ -200,14 +203,11 @@ class MultiHeadAttention(keras.layers.Layer):
         fused = same_width and fused_attention_supports(query.dtype)
         dropping = training and self.dropout > 0
         if fused and not dropping:
-            return ops.dot_product_attention(
-                query, key, value, mask=mask, scale=self.score_scale
-            )
+            return fused_attention(query, key, value, mask, self.score_scale, bias=bias)
         if fused and keras.backend.backend() == "torch":
-            return torch_attention_with_dropout(
-                query, key, value, mask, self.score_scale, self.dropout_layer.rate
-            )
-        return self._explicit_attention(query, key, value, mask, None, training)[0]
+            rate = self.dropout_layer.rate
+            return fused_attention(query, key, value, mask, self.score_scale, rate, bias)
+        return self._explicit_attention(query, key, value, mask, bias, training)[0]
 
     def _explicit_attention(self, query, key, value, mask, bias, training):
         """`(context, probabilities)` with the scores computed explicitly (see `_probabilities`)."""
@@ -223,7 +223,7 @@ class MultiHeadAttention(keras.layers.Layer):
         if mask is not None:
             scores = ops.where(mask, scores, MASKED_SCORE)
         probabilities = ops.cast(ops.softmax(scores, axis=-1), self.compute_dtype)
-        return self.dropout_layer(probabilities, training=training)
+        return apply_dropout(self.dropout_layer, probabilities, training)
 
     def head_projections(self):
         """`[(dense, head_width)]`: the projections whose outputs are split into heads.

@@ -2,6 +2,7 @@ import keras
 
 from kbert.arguments import one_of, positive_int, positive_number, probability
 from kbert.layers.activations import get_activation, serialize_activation
+from kbert.layers.dropout import apply_dropout
 from kbert.layers.cached_multi_head_attention import CachedMultiHeadAttention
 from kbert.layers.initializers import clone_initializer
 from kbert.layers.multi_head_attention import probabilities_spec
@@ -221,7 +222,7 @@ class T5EncoderBlock(keras.layers.Layer):
         extra = None
         if isinstance(outputs, (tuple, list)):
             outputs, extra = outputs
-        x = x + dropout(outputs, training=training)
+        x = x + apply_dropout(dropout, outputs, training)
         return (x if self.normalize_first else norm(x)), extra
 
     def _feed_forward(self, x, training):
@@ -234,7 +235,7 @@ class T5EncoderBlock(keras.layers.Layer):
         hidden = self.intermediate_dense(x)
         if self.use_gated_activation:
             hidden = hidden * self.gate_dense(x)
-        return self.output_dense(self.intermediate_dropout(hidden, training=training))
+        return self.output_dense(apply_dropout(self.intermediate_dropout, hidden, training))
 
     def compute_output_shape(self, inputs_shape, *args, **kwargs):
         return inputs_shape

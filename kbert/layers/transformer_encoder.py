@@ -2,6 +2,7 @@ import keras
 
 from kbert.arguments import positive_int, positive_number, probability
 from kbert.layers.activations import get_activation, serialize_activation
+from kbert.layers.dropout import apply_dropout
 from kbert.layers.fused_dense import FusedDense
 from kbert.layers.initializers import clone_initializer
 from kbert.layers.multi_head_attention import MultiHeadAttention, probabilities_spec
@@ -185,7 +186,7 @@ class TransformerEncoder(keras.layers.Layer):
         )
         if return_attention_probabilities or cache is not None:
             x, second = x  # the probabilities, or the updated cache
-        x = residual + self.attention_output_dropout(x, training=training)
+        x = residual + apply_dropout(self.attention_output_dropout, x, training)
         if not self.normalize_first:
             x = self.attention_layer_norm(x)
 
@@ -193,7 +194,7 @@ class TransformerEncoder(keras.layers.Layer):
         if self.normalize_first:
             x = self.output_layer_norm(x)
         x = self.output_dense(self.intermediate_dense(x))
-        x = residual + self.output_dropout(x, training=training)
+        x = residual + apply_dropout(self.output_dropout, x, training)
         if not self.normalize_first:
             x = self.output_layer_norm(x)
         return (x, second) if return_attention_probabilities or cache is not None else x
