@@ -1,10 +1,11 @@
 import keras
 
 from kbert.backend_utils import dense
+from kbert.layers.direct_call import DirectCall
 
 
 @keras.saving.register_keras_serializable(package="kbert")
-class FusedDense(keras.layers.Dense):
+class FusedDense(DirectCall, keras.layers.Dense):
     """`keras.layers.Dense` whose bias is added inside the matmul on PyTorch.
 
     The same layer, weights and config as Keras' `Dense`; only `call` differs:
@@ -19,5 +20,5 @@ class FusedDense(keras.layers.Dense):
     (2, 3, 4)
     """
 
-    def call(self, inputs, training=None):
+    def call(self, inputs):
         return self.activation(dense(inputs, self.kernel, self.bias))

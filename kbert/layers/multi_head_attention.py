@@ -4,6 +4,7 @@ from keras import ops
 from kbert.arguments import positive_int, probability
 from kbert.backend_utils import fused_attention, fused_attention_supports
 from kbert.layers.attention_mask import MASKED_SCORE, merge_attention_masks
+from kbert.layers.direct_call import DirectCall
 from kbert.layers.dropout import apply_dropout
 from kbert.layers.fused_dense import FusedDense
 from kbert.layers.initializers import clone_initializer
@@ -11,7 +12,7 @@ from kbert.layers.sparse_attention import check_self_attention
 
 
 @keras.saving.register_keras_serializable(package="kbert")
-class MultiHeadAttention(keras.layers.Layer):
+class MultiHeadAttention(DirectCall, keras.layers.Layer):
     """Multi-head attention: query/key/value projections, a scoring kernel, an output projection.
 
     The scoring kernel is the method `attend`; sparse attention layers

@@ -3,10 +3,11 @@ from keras import ops
 
 from kbert.arguments import positive_int
 from kbert.input_checks import check_ids_in_range
+from kbert.layers.direct_call import DirectCall
 
 
 @keras.saving.register_keras_serializable(package="kbert")
-class PositionEmbedding(keras.layers.Layer):
+class PositionEmbedding(DirectCall, keras.layers.Layer):
     """A learned absolute position embedding table (BERT, RoBERTa, ALBERT, ...).
 
     Returns the rows for positions `offset .. offset+n-1` of an input of

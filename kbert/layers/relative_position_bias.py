@@ -4,10 +4,11 @@ import keras
 from keras import ops
 
 from kbert.arguments import positive_int
+from kbert.layers.direct_call import DirectCall
 
 
 @keras.saving.register_keras_serializable(package="kbert")
-class RelativePositionBias(keras.layers.Layer):
+class RelativePositionBias(DirectCall, keras.layers.Layer):
     """T5's bucketed relative position bias, added to the attention scores.
 
     The relative distance `r = key_position − query_position` is mapped to one

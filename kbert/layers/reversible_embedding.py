@@ -2,10 +2,11 @@ import keras
 from keras import ops
 
 from kbert.input_checks import check_ids_in_range
+from kbert.layers.direct_call import DirectCall
 
 
 @keras.saving.register_keras_serializable(package="kbert")
-class ReversibleEmbedding(keras.layers.Embedding):
+class ReversibleEmbedding(DirectCall, keras.layers.Embedding):
     """A token embedding table that can also map hidden states to vocabulary logits.
 
     Called on integer ids it looks rows up like `keras.layers.Embedding`; called

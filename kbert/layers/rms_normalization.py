@@ -2,10 +2,11 @@ import keras
 from keras import ops
 
 from kbert.arguments import positive_number
+from kbert.layers.direct_call import DirectCall
 
 
 @keras.saving.register_keras_serializable(package="kbert")
-class RMSNormalization(keras.layers.Layer):
+class RMSNormalization(DirectCall, keras.layers.Layer):
     """Root-mean-square normalization (T5's "LayerNorm"): `scale · x / √(mean(x²) + ε)`.
 
     No mean subtraction and no bias (ALGORITHMS.md §3). The statistics are
@@ -39,10 +40,9 @@ class RMSNormalization(keras.layers.Layer):
         self.built = True
 
     def call(self, inputs):
-        x = ops.cast(inputs, "float32")
-        mean_square = ops.mean(ops.square(x), axis=-1, keepdims=True)
-        x = x * ops.rsqrt(mean_square + self.epsilon)
-        return ops.cast(x * ops.cast(self.scale, "float32"), self.compute_dtype)
+        # Keras computes in float32 (PyTorch's fused `rms_norm` on PyTorch).
+        normalized = ops.rms_normalization(inputs, self.scale, axis=-1, epsilon=self.epsilon)
+        return ops.cast(normalized, self.compute_dtype)
 
     def compute_output_shape(self, inputs_shape):
         return tuple(inputs_shape)

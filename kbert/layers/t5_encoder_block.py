@@ -2,8 +2,10 @@ import keras
 
 from kbert.arguments import one_of, positive_int, positive_number, probability
 from kbert.layers.activations import get_activation, serialize_activation
-from kbert.layers.dropout import apply_dropout
 from kbert.layers.cached_multi_head_attention import CachedMultiHeadAttention
+from kbert.layers.direct_call import DirectCall
+from kbert.layers.dropout import apply_dropout
+from kbert.layers.fused_dense import FusedDense
 from kbert.layers.initializers import clone_initializer
 from kbert.layers.multi_head_attention import probabilities_spec
 from kbert.layers.rms_normalization import RMSNormalization
@@ -12,7 +14,7 @@ NORMALIZATIONS = ("rms", "layer")
 
 
 @keras.saving.register_keras_serializable(package="kbert")
-class T5EncoderBlock(keras.layers.Layer):
+class T5EncoderBlock(DirectCall, keras.layers.Layer):
     """T5's encoder block: bidirectional self-attention and a feed-forward network.
 
     Pre-norm with RMS normalization (ALGORITHMS.md §3):
@@ -144,7 +146,7 @@ class T5EncoderBlock(keras.layers.Layer):
         return keras.layers.Dropout(self.dropout, dtype=self.dtype_policy)
 
     def _dense(self, units, input_dim, name, activation=None):
-        dense = keras.layers.Dense(
+        dense = FusedDense(
             units,
             activation=activation,
             use_bias=self.use_bias,

@@ -2,6 +2,7 @@ import keras
 
 from kbert.arguments import positive_int, positive_number, probability
 from kbert.layers.activations import get_activation, serialize_activation
+from kbert.layers.direct_call import DirectCall
 from kbert.layers.dropout import apply_dropout
 from kbert.layers.fused_dense import FusedDense
 from kbert.layers.initializers import clone_initializer
@@ -9,7 +10,7 @@ from kbert.layers.multi_head_attention import MultiHeadAttention, probabilities_
 
 
 @keras.saving.register_keras_serializable(package="kbert")
-class TransformerEncoder(keras.layers.Layer):
+class TransformerEncoder(DirectCall, keras.layers.Layer):
     """One transformer encoder block: self-attention and a feed-forward network.
 
     Post-LN (BERT, the default): `x = LN(x + Drop(Attn(x)))`, then

@@ -6,6 +6,7 @@ from keras import ops
 
 from kbert.arguments import positive_int, probability
 from kbert.input_checks import ids, mask
+from kbert.layers.fused_dense import FusedDense
 from kbert.layers.relative_position_bias import RelativePositionBias
 from kbert.layers.reversible_embedding import ReversibleEmbedding
 from kbert.layers.rms_normalization import RMSNormalization
@@ -207,7 +208,7 @@ class T5(Backbone):
     def _create_head(self, dtype):
         self.lm_head = None
         if not self.tie_embeddings:
-            self.lm_head = keras.layers.Dense(
+            self.lm_head = FusedDense(
                 self.vocabulary_size,
                 use_bias=False,
                 kernel_initializer=keras.initializers.RandomNormal(stddev=self.initializer_factor),
