@@ -29,13 +29,14 @@ class CachedMultiHeadAttention(MultiHeadAttention):
     """`MultiHeadAttention` with an additive score bias and a key/value cache.
 
     Adds what a decoder needs to `MultiHeadAttention` (same weights, same
-    arguments): an `attention_bias` added to the scores before the mask and the
-    float32 softmax (T5's relative position bias), and a fixed-size key/value
-    cache for incremental decoding under XLA.
+    arguments): an `attention_bias` added to the scaled scores before the mask
+    and the softmax (T5's relative position bias; it goes into the fused
+    kernel like the mask), and a fixed-size key/value cache for incremental
+    decoding under XLA.
 
     The cache is one tensor `(batch, heads, 2, cache_length, key_dim)` holding
     projected keys and values, heads first so that each head's keys and values
-    are read by batched matmuls without a copy. With `cache_update_index`, the
+    reach the attention kernel as strided views, without a copy. With `cache_update_index`, the
     keys and values of `value` are written at that position
     (`keras.ops.slice_update`, static shapes; in place on PyTorch with
     `cache_write="in_place"`) and the query attends to the whole updated cache
