@@ -4,6 +4,7 @@ and transformers' `generate` on torch, in one run.
 
     python benchmarks/generation.py [--models t5_small gpt2_base] [--batch 8] [--source 128]
         [--prompt 64] [--new 64] [--repeats 3] [--budget 1500] [--layers N] [--results FILE]
+        [--backends tensorflow jax torch]
 
 GPT-2 (random, 124M, or `--layers` deep for a smoke run) continues `--batch`
 prompts of `--prompt` tokens by `--new` tokens: kbert through
@@ -272,6 +273,7 @@ def main():
     parser.add_argument("--new", type=int, default=64)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--budget", type=float, default=1500, help="seconds for the whole run")
+    parser.add_argument("--backends", nargs="+", choices=BACKENDS, default=list(BACKENDS))
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.worker:
@@ -281,7 +283,7 @@ def main():
     os.makedirs(os.path.dirname(os.path.abspath(args.results)), exist_ok=True)
     deadline = time.monotonic() + args.budget
     rows, missing = [], []
-    for index, backend in enumerate(BACKENDS):
+    for index, backend in enumerate(args.backends):
         command = [sys.executable, __file__, "--worker", "--batch", str(args.batch),
                    "--source", str(args.source), "--prompt", str(args.prompt), "--new", str(args.new),
                    "--repeats", str(args.repeats), "--models", *args.models]
@@ -298,7 +300,7 @@ def main():
         except subprocess.CalledProcessError as error:
             missing.append((backend, "worker failed: " + error.stderr.strip().splitlines()[-1]))
         # Written after every backend, so that a partial run still leaves its numbers.
-        pending = [(b, "not reached yet") for b in BACKENDS[index + 1:]]
+        pending = [(b, "not reached yet") for b in args.backends[index + 1:]]
         with open(args.results, "w") as f:
             f.write(table(args, rows, missing + pending))
     print(table(args, rows, missing))
