@@ -27,7 +27,8 @@ class EncoderFeatures(keras.layers.Layer):
 
     On the feature routes the encoder is frozen, as ELMo and the BERT paper
     use it: its weights are not trainable and it runs without dropout; only
-    the mix and the head train.
+    the mix and the head train. The task model sets `trainable = False` on
+    the backbone it is given (pass it a copy to keep the original trainable).
 
     Args:
         features: one of `FEATURES`.
@@ -49,7 +50,7 @@ class EncoderFeatures(keras.layers.Layer):
     ((2, 3, 32), 32)
     """
 
-    def __init__(self, features="sequence_output", num_layers=1, hidden_dim=1, **kwargs):
+    def __init__(self, features, num_layers, hidden_dim, **kwargs):
         super().__init__(**kwargs)
         if features not in FEATURES:
             raise ValueError(f"features must be one of {list(FEATURES)}; received {features!r}.")

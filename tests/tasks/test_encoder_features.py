@@ -153,4 +153,4 @@ def test_bad_input_is_named():
                                          "only num_layers=2"):
         TextClassifier(tiny_encoder(num_layers=2), 3, features="last_four")
     with pytest.raises(ValueError, match="EncoderFeatures.'sequence_output'. is not called"):
-        EncoderFeatures()(keras.ops.ones((1, 2, 3, 4)))
+        EncoderFeatures("sequence_output", num_layers=1, hidden_dim=4)(keras.ops.ones((1, 2, 3, 4)))
