@@ -26,6 +26,8 @@ import sys
 import time
 
 BACKENDS = ("tensorflow", "jax", "torch")
+# `kbert.tasks.encoder_features.FEATURES`, spelled here: the parser imports no Keras before --backend.
+FEATURES = ("sequence_output", "scalar_mix", "scalar_mix_layer_norm", "last_four")
 SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
 
 
@@ -83,6 +85,10 @@ def _finetune_parser(commands):
                           help="default 5e-5 (BERT's); 5e-4 for the BBC News demo's small model")
     finetune.add_argument("--sequence-length", type=int, default=128)
     finetune.add_argument("--seed", type=int, default=0)
+    finetune.add_argument("--features", choices=FEATURES, default="sequence_output",
+                          help="sequence_output: fine-tune the whole encoder; scalar_mix (ELMo), "
+                               "scalar_mix_layer_norm or last_four (BERT's feature-based NER): train only "
+                               "a mix and the head on the frozen encoder")
     finetune.add_argument("--output", default="runs/finetune",
                           help="folder for metrics.json, predictions.jsonl, model.keras and the resume checkpoint")
     _resume_arguments(finetune)
@@ -224,7 +230,7 @@ def _finetune(args):
     from kbert.tasks import finetuning_run
 
     options = dict(epochs=args.epochs, batch_size=args.batch_size, sequence_length=args.sequence_length,
-                   seed=args.seed, **_resume_options(args))
+                   seed=args.seed, features=args.features, **_resume_options(args))
     if args.learning_rate is not None:
         options["learning_rate"] = args.learning_rate
     data = {"--task": args.task, "--checkpoint": args.checkpoint, "--train": args.train,

@@ -134,3 +134,44 @@ def test_finetune_arguments_that_do_not_fit(arguments, message, tmp_path, capsys
     (tmp_path / "text.csv").write_text("source,target\nsentiment: a good film,positive\n")
     arguments = [argument.format(folder=tmp_path) for argument in arguments]
     assert _finetune_error(arguments, capsys).startswith(message.format(folder=tmp_path))
+
+
+def test_finetune_features_train_only_the_head_on_the_frozen_encoder(tmp_path):
+    import keras
+    import numpy as np
+    from finetuning_data import check_saved, write_checkpoint, write_task_files
+
+    from kbert.tasks import TokenClassifier
+    from kbert.tasks.encoder_features import FEATURES
+
+    assert cli.FEATURES == FEATURES  # the parser's copy, spelled without importing Keras
+    train, validation = write_task_files("tag", tmp_path)
+    checkpoint, output = write_checkpoint(tmp_path), tmp_path / "run"
+    assert cli.main(["finetune", "--task", "tag", "--checkpoint", checkpoint, "--train", train,
+                     "--validation", validation, "--epochs", "1", "--batch-size", "4", "--learning-rate", "0.01",
+                     "--sequence-length", "24", "--features", "scalar_mix", "--output", str(output)]) == 0
+    with open(output / "metrics.json") as f:
+        metrics = json.load(f)
+    assert metrics["features"] == "scalar_mix"
+    check_saved(output, metrics, TokenClassifier)
+    model = keras.saving.load_model(output / "model.keras")
+    assert model.features == "scalar_mix" and len(model.trainable_weights) == 4  # the mix's 2, the head's 2
+    pretrained = keras.saving.load_model(checkpoint)
+    for before, after in zip(pretrained.weights, model.backbone.weights):
+        np.testing.assert_array_equal(keras.ops.convert_to_numpy(after), keras.ops.convert_to_numpy(before))
+    assert not np.allclose(keras.ops.convert_to_numpy(model.encoder_features.mix.layer_weights), 0.0)
+
+
+def test_finetune_features_that_do_not_fit(tmp_path, capsys):
+    from finetuning_data import write_task_files
+
+    train, validation = write_task_files("tag", tmp_path)
+    error = _finetune_error(["--task", "tag", "--checkpoint", "bert_tiny", "--train", train, "--validation",
+                             validation, "--batch-size", "4", "--features", "last_four", "--output",
+                             str(tmp_path / "run")], capsys)
+    assert error.startswith("kbert: features='last_four' concatenates the last 4 layers; the encoder has only "
+                            "num_layers=2")
+    assert not (tmp_path / "run").exists()
+    with pytest.raises(SystemExit):
+        cli.main(["finetune", "--task", "tag", "--features", "first_two"])
+    assert "invalid choice: 'first_two'" in capsys.readouterr().err

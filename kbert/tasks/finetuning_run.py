@@ -9,7 +9,9 @@ The steps:
    name for a randomly initialised control;
 3. build the task model over the backbone (`TextClassifier`,
    `TokenClassifier`, `SpanQuestionAnswering`, `MultipleChoice`; `Seq2SeqLM`
-   over a T5 for text to text) and BERT's
+   over a T5 for text to text), the whole encoder fine-tuned or, with
+   `features` `scalar_mix` or `last_four`, frozen under a trained mix and
+   head (the feature-based route), and BERT's
    fine-tuning optimizer: AdamW, 10% warm-up, linear decay;
 4. `fit` with a progress bar, checkpointed every `save_every` steps and on
    SIGINT or SIGTERM, so that an interrupted run (even by `kill -9`) resumes
@@ -90,8 +92,8 @@ def _write(output, metrics, predictions, model):
 
 
 def finetune(task, backbone, tokenizer, train_examples, validation_examples, output, *, epochs=3,
-             batch_size=32, learning_rate=5e-5, sequence_length=128, seed=0, run_arguments=None,
-             save_every=DEFAULT_SAVE_EVERY, overwrite=False, callbacks=(), log=print):
+             batch_size=32, learning_rate=5e-5, sequence_length=128, seed=0, features="sequence_output",
+             run_arguments=None, save_every=DEFAULT_SAVE_EVERY, overwrite=False, callbacks=(), log=print):
     """Fine-tune `backbone` on read examples, evaluate, save under `output`; return the metrics.
 
     The shared core of `run_finetuning` and `run_bbc_news_comparison`: the
@@ -101,7 +103,10 @@ def finetune(task, backbone, tokenizer, train_examples, validation_examples, out
     names where they came from (e.g. the checkpoint and files): with the
     options, they must match for a rerun into `output` to resume from its
     checkpoint (saved every `save_every` steps and on SIGINT or SIGTERM);
-    other ones are refused unless `overwrite`. `callbacks` are extra Keras
+    other ones are refused unless `overwrite`. `features` is the task
+    models' argument: `"sequence_output"` fine-tunes the whole encoder,
+    `"scalar_mix"`, `"scalar_mix_layer_norm"` and `"last_four"` train only a
+    mix and the head on the frozen encoder. `callbacks` are extra Keras
     callbacks for `fit`. A NaN loss raises `FloatingPointError`.
     """
     _check_backbone(task, backbone)
@@ -113,19 +118,20 @@ def finetune(task, backbone, tokenizer, train_examples, validation_examples, out
     steps_per_epoch = int(train.cardinality())
     arguments = dict(task=task, **(run_arguments or {}), epochs=epochs, batch_size=batch_size,
                      learning_rate=learning_rate, sequence_length=sequence_length, seed=seed,
-                     backend=keras.backend.backend())
+                     features=features, backend=keras.backend.backend())
+    model = spec.model(backbone, train_examples, features)  # before the run's folder: bad features stop here
     run = ResumableRun(output, arguments, epochs * steps_per_epoch, OUTPUTS, save_every, overwrite, log)
-    model = spec.model(backbone, train_examples)
     _compile(model, epochs * steps_per_epoch, learning_rate)
-    log(f"Fine-tuning for {task} ({backbone.count_params():,} backbone parameters) on {len(train_examples.examples):,} "
-        f"examples: {epochs} epochs of {steps_per_epoch} steps of {batch_size} x {sequence_length} "
-        f"on {keras.backend.backend()} ...")
+    log(f"Fine-tuning for {task} ({backbone.count_params():,} backbone parameters, features {features}) on "
+        f"{len(train_examples.examples):,} examples: {epochs} epochs of {steps_per_epoch} steps of "
+        f"{batch_size} x {sequence_length} on {keras.backend.backend()} ...")
     # Repeated, the shuffle draws a new order each pass, the same on every rerun (seeded).
     run.fit(model, train.repeat(), steps_per_epoch, callbacks, verbose=1 if log is print else 2)
     scores, predictions = spec.evaluate(model, validation_examples, **data)
     metrics = {"task": task, "backend": keras.backend.backend(), "epochs": epochs,
                "batch_size": batch_size, "learning_rate": learning_rate,
-               "sequence_length": sequence_length, "train_examples": len(train_examples.examples),
+               "sequence_length": sequence_length, "features": features,
+               "train_examples": len(train_examples.examples),
                "validation_examples": len(validation_examples.examples), **scores,
                "wall_time_seconds": round(run.elapsed_seconds(), 1)}
     _write(output, metrics, predictions, model)
@@ -139,7 +145,7 @@ def run_finetuning(task, checkpoint, train, validation, vocabulary=None, output=
     """Read, load, fine-tune, evaluate and save; return the metrics dict. See the module docstring.
 
     `options` are `finetune`'s: `epochs` (3), `batch_size` (32),
-    `learning_rate` (5e-5), `sequence_length` (128), `seed`, `save_every`,
+    `learning_rate` (5e-5), `sequence_length` (128), `seed`, `features`, `save_every`,
     `overwrite`, `callbacks`, `log`.
 
     Raises `ValueError` or `FileNotFoundError`, naming the file (and row) for

@@ -15,7 +15,9 @@ class FinetuningTask:
             `TaskData` when `path` is the validation file, else `None`.
         dataset: `(data, tokenizer, sequence_length, batch_size, training=,
             seed=, pad_final_batch=)` to a `tf.data.Dataset` of the task model's batches.
-        model: `(backbone, train)` to the task model.
+        model: `(backbone, train, features)` to the task model; `features`
+            is the task models' argument (`"sequence_output"`: fine-tune
+            the whole encoder; see `kbert.tasks.encoder_features`).
         evaluate: `(model, data, tokenizer, sequence_length, batch_size)` to
             `(scores, prediction_rows)`.
         backbone_type: the kbert backbone class the task fine-tunes.

@@ -249,6 +249,13 @@ def _text_to_text_dataset(data, **options):
     return _builder_dataset("text_to_text_dataset", data, **options)
 
 
+def _text_to_text_model(backbone, train, features):
+    if features != "sequence_output":
+        raise ValueError(f"--features {features} reads a frozen encoder's layers; --task text fine-tunes "
+                         "the whole T5 (features sequence_output).")
+    return Seq2SeqLM(backbone)
+
+
 def _text_to_text_scores(model, data, tokenizer, sequence_length, batch_size):
     """Exact match and F1 of greedily generated texts, at most `sequence_length` tokens each."""
     sources = [{"source": example["source"]} for example in data.examples]
@@ -266,22 +273,23 @@ def _text_to_text_scores(model, data, tokenizer, sequence_length, batch_size):
 TASKS = {
     "classify": FinetuningTask(
         _read_classification, _text_dataset,
-        lambda backbone, train: TextClassifier(backbone, num_classes=len(train.labels)),
+        lambda backbone, train, features: TextClassifier(backbone, len(train.labels), features=features),
         _classification_scores),
     "regress": FinetuningTask(
         _read_regression, _text_dataset,
-        lambda backbone, train: TextClassifier(backbone, num_classes=1), _regression_scores),
+        lambda backbone, train, features: TextClassifier(backbone, 1, features=features), _regression_scores),
     "tag": FinetuningTask(
         _read_conll, _tag_dataset,
-        lambda backbone, train: TokenClassifier(backbone, num_labels=len(train.labels)), _tag_scores),
+        lambda backbone, train, features: TokenClassifier(backbone, len(train.labels), features=features),
+        _tag_scores),
     "qa": FinetuningTask(
-        _read_squad, _qa_dataset, lambda backbone, train: SpanQuestionAnswering(backbone), _qa_scores),
+        _read_squad, _qa_dataset,
+        lambda backbone, train, features: SpanQuestionAnswering(backbone, features=features), _qa_scores),
     "choice": FinetuningTask(
         _read_swag, _choice_dataset,
-        lambda backbone, train: MultipleChoice(backbone, num_choices=_number_of_choices(train)),
+        lambda backbone, train, features: MultipleChoice(backbone, _number_of_choices(train), features=features),
         _choice_scores),
     "text": FinetuningTask(
-        _read_text_to_text, _text_to_text_dataset, lambda backbone, train: Seq2SeqLM(backbone),
-        _text_to_text_scores, backbone_type=T5),
+        _read_text_to_text, _text_to_text_dataset, _text_to_text_model, _text_to_text_scores, backbone_type=T5),
 }
 """The tasks of `kbert finetune`, by name."""

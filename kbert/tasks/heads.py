@@ -1,7 +1,8 @@
 """What the fine-tuning task models share: the backbone call, head layers, the targets.
 
 `TextClassifier`, `TokenClassifier`, `SpanQuestionAnswering` and
-`MultipleChoice` run their backbone through `encode`, build their Dense and
+`MultipleChoice` run their backbone through `encode` (fine-tuned, or frozen
+with the `EncoderFeatures` that `feature_route` makes), build their Dense and
 Dropout layers like the backbone's with `head_dense` and `head_dropout`, and
 read their targets with `task_targets` and `labelled`, so every task
 initializes, checks its inputs and targets, and leaves out unlabelled rows
@@ -13,6 +14,8 @@ from keras import ops
 
 from kbert.arguments import probability
 from kbert.layers.fused_dense import FusedDense
+from kbert.models.encoder import Encoder
+from kbert.tasks.encoder_features import FEATURES, EncoderFeatures
 from kbert.tasks.task import backbone_inputs, require_keys
 
 # Inputs every task needs; `segment_ids` may be left out (zeros), and a
@@ -20,11 +23,14 @@ from kbert.tasks.task import backbone_inputs, require_keys
 ENCODER_INPUTS = ("token_ids", "padding_mask")
 
 
-def encode(backbone, inputs, owner, training=None):
+def encode(backbone, inputs, owner, training=None, features=None):
     """Run `backbone` on the entries of the dict `inputs` it takes; its output dict.
 
     `owner` (the task's class name) is named in the error when an entry of
-    `ENCODER_INPUTS` is missing.
+    `ENCODER_INPUTS` is missing. With `features` (an `EncoderFeatures` of a
+    feature route), the backbone runs without dropout and returns its hidden
+    states, and the output dict holds the features as `sequence_output` and
+    their first ([CLS]) position as `pooled_output` (the pooler is not used).
 
     >>> import kbert
     >>> backbone = kbert.models.bert_tiny(num_layers=1, vocabulary_size=10, max_positions=8)
@@ -35,7 +41,33 @@ def encode(backbone, inputs, owner, training=None):
     require_keys(inputs, ENCODER_INPUTS, "inputs", owner)
     if "global_attention_mask" in backbone.input and "global_attention_mask" not in inputs:
         inputs = {**inputs, "global_attention_mask": None}  # optional: the backbone skips it
-    return backbone(backbone_inputs(backbone, inputs), training=training)
+    if features is None or not features.frozen:
+        return backbone(backbone_inputs(backbone, inputs), training=training)
+    layers = backbone.run_layers(backbone_inputs(backbone, inputs), hidden_states=True, training=False)
+    sequence = features(layers["hidden_states"], padding_mask=inputs["padding_mask"])
+    return {"sequence_output": sequence, "pooled_output": sequence[:, 0, :]}
+
+
+def feature_route(backbone, features, owner):
+    """The `EncoderFeatures` a task reads through `encode`; a feature route freezes `backbone`.
+
+    `features` is one of `kbert.tasks.encoder_features.FEATURES`; on any but
+    `"sequence_output"`, `backbone` (a kbert `Encoder`) is made
+    non-trainable. `owner` is named in the error for another backbone.
+
+    >>> import kbert
+    >>> backbone = kbert.models.bert_tiny(num_layers=1)
+    >>> feature_route(backbone, "scalar_mix", "Example").output_dim, backbone.trainable
+    (128, False)
+    """
+    if features in FEATURES[1:] and not isinstance(backbone, Encoder):
+        raise ValueError(f"{owner} features={features!r} reads a kbert Encoder's hidden states; "
+                         f"received a {type(backbone).__name__}.")
+    route = EncoderFeatures(features, backbone.num_layers, backbone.hidden_dim,
+                            dtype=backbone.dtype_policy, name="encoder_features")
+    if route.frozen:
+        backbone.trainable = False
+    return route
 
 
 def head_dense(backbone, units, name, activation=None):

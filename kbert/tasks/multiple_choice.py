@@ -9,6 +9,7 @@ from kbert.input_checks import check_ids_in_range, labels
 from kbert.tasks.heads import (
     ENCODER_INPUTS,
     encode,
+    feature_route,
     head_dense,
     head_dropout,
     labelled,
@@ -35,6 +36,11 @@ class MultipleChoice(Task):
         backbone: a kbert encoder (dict inputs, `pooled_output`).
         num_choices: choices per example (SWAG: 4).
         dropout: rate of the head's dropout.
+        features: what the head reads: `"sequence_output"` (fine-tune the
+            whole encoder, the head on `pooled_output`), or the first
+            position of a frozen encoder's `"scalar_mix"`,
+            `"scalar_mix_layer_norm"` or `"last_four"` features (see
+            `kbert.tasks.encoder_features.EncoderFeatures`).
 
     Call arguments:
         inputs: dict with `token_ids` and `padding_mask`, optionally
@@ -66,12 +72,14 @@ class MultipleChoice(Task):
     BACKBONE_EXTRA_DIMS = ("num_choices",)
     TARGET_TABLE = {"labels": labels("num_choices")}
 
-    def __init__(self, backbone, num_choices, dropout=0.1, **kwargs):
+    def __init__(self, backbone, num_choices, dropout=0.1, features="sequence_output", **kwargs):
         integer("num_choices", num_choices, minimum=2)
         super().__init__(dtype=backbone.dtype_policy, **kwargs)
         self.backbone = backbone
         self.num_choices = int(num_choices)
         self.dropout = dropout
+        self.features = features
+        self.encoder_features = feature_route(backbone, features, "MultipleChoice")
         self.dropout_layer = head_dropout(backbone, dropout)
         self.output_dense = head_dense(backbone, 1, "output_dense")
         self.accuracy = keras.metrics.SparseCategoricalAccuracy(name="accuracy")
@@ -79,7 +87,7 @@ class MultipleChoice(Task):
 
     def build(self, input_shape=None):
         """Build the head for the backbone's width (done at construction)."""
-        self.output_dense.build((None, self.backbone.hidden_dim))
+        self.output_dense.build((None, self.encoder_features.output_dim))
 
     def _flatten_choices(self, inputs):
         """Every `(batch, num_choices, sequence)` input as `(batch·num_choices, sequence)`."""
@@ -98,7 +106,8 @@ class MultipleChoice(Task):
         return flat
 
     def call(self, inputs, training=None):
-        outputs = encode(self.backbone, self._flatten_choices(inputs), "MultipleChoice", training)
+        flat = self._flatten_choices(inputs)
+        outputs = encode(self.backbone, flat, "MultipleChoice", training, self.encoder_features)
         pooled = self.dropout_layer(outputs["pooled_output"], training=training)
         return ops.reshape(self.output_dense(pooled), (-1, self.num_choices))
 

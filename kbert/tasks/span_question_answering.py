@@ -7,7 +7,7 @@ from keras import ops
 from kbert.backend_utils import is_eager_tensor, scale_loss_for_replicas
 from kbert.input_checks import check_ids_in_range, mask, positions
 from kbert.layers.attention_mask import MASKED_SCORE
-from kbert.tasks.heads import encode, head_dense, labelled, task_targets
+from kbert.tasks.heads import encode, feature_route, head_dense, labelled, task_targets
 from kbert.tasks.losses import weighted_cross_entropy
 from kbert.tasks.task import Task
 
@@ -68,6 +68,10 @@ class SpanQuestionAnswering(Task):
     Args:
         backbone: a kbert encoder (dict inputs, `sequence_output`); its
             pooler is unused (build it with `use_pooler=False`).
+        features: what the head reads: `"sequence_output"` (fine-tune the
+            whole encoder), or a frozen encoder's `"scalar_mix"`,
+            `"scalar_mix_layer_norm"` or `"last_four"` (see
+            `kbert.tasks.encoder_features.EncoderFeatures`).
 
     Call arguments:
         inputs: dict with `token_ids` and `padding_mask` `(batch, sequence)`,
@@ -104,9 +108,11 @@ class SpanQuestionAnswering(Task):
         "end_positions": positions(("batch",), allow_negative=True),
     }
 
-    def __init__(self, backbone, **kwargs):
+    def __init__(self, backbone, features="sequence_output", **kwargs):
         super().__init__(dtype=backbone.dtype_policy, **kwargs)
         self.backbone = backbone
+        self.features = features
+        self.encoder_features = feature_route(backbone, features, "SpanQuestionAnswering")
         self.span_dense = head_dense(backbone, 2, "span_dense")
         self.start_accuracy = keras.metrics.SparseCategoricalAccuracy(name="start_accuracy")
         self.end_accuracy = keras.metrics.SparseCategoricalAccuracy(name="end_accuracy")
@@ -114,13 +120,13 @@ class SpanQuestionAnswering(Task):
 
     def build(self, input_shape=None):
         """Build the head for the backbone's width (done at construction)."""
-        self.span_dense.build((None, None, self.backbone.hidden_dim))
+        self.span_dense.build((None, None, self.encoder_features.output_dim))
 
     def call(self, inputs, training=None):
         if isinstance(inputs, dict) and "question_mask" in inputs:
             _check_question_is_global(self.backbone, inputs["question_mask"])
             inputs = {"global_attention_mask": inputs["question_mask"], **inputs}
-        outputs = encode(self.backbone, inputs, "SpanQuestionAnswering", training)
+        outputs = encode(self.backbone, inputs, "SpanQuestionAnswering", training, self.encoder_features)
         logits = ops.cast(self.span_dense(outputs["sequence_output"]), "float32")
         real = ops.cast(inputs["padding_mask"], "bool")
         return {

@@ -7,7 +7,7 @@ from kbert.arguments import positive_int
 from kbert.backend_utils import scale_loss_for_replicas
 from kbert.input_checks import check_ids_in_range, labels
 from kbert.layers.activations import get_activation, serialize_activation
-from kbert.tasks.heads import encode, head_dense, head_dropout, labelled, task_targets
+from kbert.tasks.heads import encode, feature_route, head_dense, head_dropout, labelled, task_targets
 from kbert.tasks.losses import weighted_cross_entropy, weighted_mean
 from kbert.tasks.task import Task
 
@@ -41,6 +41,11 @@ class TextClassifier(Task):
       Dense(H, activation) → dropout → Dense(num_classes)`. (DistilBERT has
       no dropout before its hidden layer; the two agree at inference.)
 
+    With a feature route (`features="scalar_mix"` or `"last_four"`) the
+    encoder is frozen and both heads read the first ([CLS]) position of its
+    features in place of `pooled_output` and `sequence_output[:, 0]`: the
+    pooler, trained only for next-sentence prediction if at all, is not used.
+
     `num_classes=1` is regression (STS-B): the loss is the mean squared error
     and the metric `mean_squared_error`. Otherwise the loss is the mean
     softmax cross-entropy and the metric `accuracy`. Losses are computed in
@@ -59,6 +64,10 @@ class TextClassifier(Task):
         dropout: rate of the head's dropout.
         hidden_activation: the activation of a hidden `Dense(H)` layer on the
             first token, or `None` for no hidden layer (see above).
+        features: what the head reads: `"sequence_output"` (fine-tune the
+            whole encoder), or a frozen encoder's `"scalar_mix"`,
+            `"scalar_mix_layer_norm"` or `"last_four"` (see
+            `kbert.tasks.encoder_features.EncoderFeatures`).
 
     Call arguments:
         inputs: dict with `token_ids` and `padding_mask` `(batch, sequence)`,
@@ -81,6 +90,9 @@ class TextClassifier(Task):
     >>> tuple(model(x).shape)
     (2, 3)
     >>> model.compile(optimizer="adam")  # then model.fit(x, {"labels": labels})
+    >>> frozen = TextClassifier(backbone, num_classes=3, features="scalar_mix")
+    >>> tuple(frozen(x).shape), [w.name for w in frozen.trainable_weights]
+    ((2, 3), ['layer_weights', 'gamma', 'kernel', 'bias'])
 
     References:
         - [Devlin et al., 2019](https://arxiv.org/abs/1810.04805) (BERT, GLUE)
@@ -90,13 +102,16 @@ class TextClassifier(Task):
     # What `kbert.input_checks` checks beside the backbone's inputs.
     TARGET_TABLE = {"labels": labels("num_classes")}
 
-    def __init__(self, backbone, num_classes, dropout=0.1, hidden_activation=None, **kwargs):
+    def __init__(self, backbone, num_classes, dropout=0.1, hidden_activation=None,
+                 features="sequence_output", **kwargs):
         positive_int("num_classes", num_classes)  # 1 is regression
         super().__init__(dtype=backbone.dtype_policy, **kwargs)
         self.backbone = backbone
         self.num_classes = int(num_classes)
         self.dropout = dropout
         self.hidden_activation = serialize_activation(hidden_activation)
+        self.features = features
+        self.encoder_features = feature_route(backbone, features, "TextClassifier")
         self.dropout_layer = head_dropout(backbone, dropout)
         self.hidden_dense = None
         if hidden_activation is not None:
@@ -112,13 +127,14 @@ class TextClassifier(Task):
 
     def build(self, input_shape=None):
         """Build the head for the backbone's width (done at construction)."""
+        width = self.encoder_features.output_dim
         if self.hidden_dense is not None:
-            self.hidden_dense.build((None, self.backbone.hidden_dim))
-        self.output_dense.build((None, self.backbone.hidden_dim))
+            self.hidden_dense.build((None, width))
+        self.output_dense.build((None, self.backbone.hidden_dim if self.hidden_dense else width))
 
     def call(self, inputs, training=None):
         inputs = _first_token_global(self.backbone, inputs)
-        outputs = encode(self.backbone, inputs, "TextClassifier", training)
+        outputs = encode(self.backbone, inputs, "TextClassifier", training, self.encoder_features)
         if self.hidden_dense is None:
             features = outputs["pooled_output"]
         else:

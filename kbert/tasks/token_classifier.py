@@ -6,7 +6,7 @@ from keras import ops
 from kbert.arguments import integer
 from kbert.backend_utils import scale_loss_for_replicas
 from kbert.input_checks import TOKENS, check_ids_in_range, labels
-from kbert.tasks.heads import encode, head_dense, head_dropout, labelled, task_targets
+from kbert.tasks.heads import encode, feature_route, head_dense, head_dropout, labelled, task_targets
 from kbert.tasks.losses import weighted_cross_entropy
 from kbert.tasks.task import Task
 
@@ -15,7 +15,10 @@ from kbert.tasks.task import Task
 class TokenClassifier(Task):
     """A backbone with a tag classifier on every token.
 
-    The head is `sequence_output → dropout → Dense(num_labels)`.
+    The head is `sequence_output → dropout → Dense(num_labels)`. With a
+    feature route (`features="scalar_mix"` or `"last_four"`) it reads the
+    frozen encoder's features in place of `sequence_output`: the BERT paper's
+    feature-based NER (§5.3), ELMo's recipe.
 
     As in the BERT paper, a word's label sits on its first sub-token; the
     other sub-tokens, the special tokens and the padding carry the label -1
@@ -29,6 +32,10 @@ class TokenClassifier(Task):
             pooler is unused (build it with `use_pooler=False`).
         num_labels: tags (e.g. 9 for CoNLL-2003's IOB2 tags).
         dropout: rate of the head's dropout.
+        features: what the head reads: `"sequence_output"` (fine-tune the
+            whole encoder), or a frozen encoder's `"scalar_mix"`,
+            `"scalar_mix_layer_norm"` or `"last_four"` (see
+            `kbert.tasks.encoder_features.EncoderFeatures`).
 
     Call arguments:
         inputs: dict with `token_ids` and `padding_mask` `(batch, sequence)`,
@@ -49,6 +56,10 @@ class TokenClassifier(Task):
     ...      "padding_mask": keras.ops.ones((2, 8), "int32")}
     >>> tuple(model(x).shape)
     (2, 8, 9)
+    >>> deep = kbert.models.bert_tiny(num_layers=4, vocabulary_size=50, max_positions=16)
+    >>> tagger = TokenClassifier(deep, num_labels=9, features="last_four")
+    >>> tuple(tagger(x).shape), len(tagger.trainable_weights)  # the head's kernel and bias
+    ((2, 8, 9), 2)
 
     References:
         - [Devlin et al., 2019](https://arxiv.org/abs/1810.04805) §5.3 (NER)
@@ -57,12 +68,14 @@ class TokenClassifier(Task):
     # What `kbert.input_checks` checks beside the backbone's inputs.
     TARGET_TABLE = {"labels": labels("num_labels", TOKENS)}
 
-    def __init__(self, backbone, num_labels, dropout=0.1, **kwargs):
+    def __init__(self, backbone, num_labels, dropout=0.1, features="sequence_output", **kwargs):
         integer("num_labels", num_labels, minimum=2)
         super().__init__(dtype=backbone.dtype_policy, **kwargs)
         self.backbone = backbone
         self.num_labels = int(num_labels)
         self.dropout = dropout
+        self.features = features
+        self.encoder_features = feature_route(backbone, features, "TokenClassifier")
         self.dropout_layer = head_dropout(backbone, dropout)
         self.output_dense = head_dense(backbone, self.num_labels, "output_dense")
         self.accuracy = keras.metrics.SparseCategoricalAccuracy(name="accuracy")
@@ -70,10 +83,10 @@ class TokenClassifier(Task):
 
     def build(self, input_shape=None):
         """Build the head for the backbone's width (done at construction)."""
-        self.output_dense.build((None, None, self.backbone.hidden_dim))
+        self.output_dense.build((None, None, self.encoder_features.output_dim))
 
     def call(self, inputs, training=None):
-        outputs = encode(self.backbone, inputs, "TokenClassifier", training)
+        outputs = encode(self.backbone, inputs, "TokenClassifier", training, self.encoder_features)
         sequence = self.dropout_layer(outputs["sequence_output"], training=training)
         return self.output_dense(sequence)
 

@@ -72,6 +72,12 @@ def test_a_task_on_the_wrong_kind_of_backbone(checkpoint, t5_checkpoint, tmp_pat
         with pytest.raises(ValueError, match=f"--task {task} fine-tunes a kbert .*; the checkpoint's backbone "
                                              f"is kbert.models.{kind}"):
             run_finetuning(task, model, train, validation, output=str(tmp_path / "run"), **RUN)
+    train, validation = write_task_files("text", tmp_path)
+    with pytest.raises(ValueError, match="--features scalar_mix reads a frozen encoder's layers; --task text "
+                                         "fine-tunes the whole T5"):
+        run_finetuning("text", t5_checkpoint, train, validation, output=str(tmp_path / "run"),
+                       features="scalar_mix", **RUN)
+    assert not (tmp_path / "run").exists()
 
 
 class _StopAt(keras.callbacks.Callback):
