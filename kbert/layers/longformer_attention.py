@@ -35,7 +35,7 @@ class LongformerAttention(MultiHeadAttention):
     Computation is chunked: queries in blocks of `w` against the 3 blocks
     around them (`3w` keys, a third more than the minimal band) and the global
     keys, each block a batch entry of the dense kernel
-    (`keras.ops.dot_product_attention`, PyTorch's fused attention), which
+    (`kbert.backend_utils.fused_attention`, PyTorch's fused attention), which
     applies the window as a mask; the global rows are one more call of it. The
     blocks run in groups of about `sparse_attention.GROUP_QUERIES` queries, so
     the live copies of their keys stay the same size whatever the length:
