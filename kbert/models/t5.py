@@ -243,7 +243,7 @@ class T5(Backbone):
         ) = self._stack(
             "decoder", TransformerDecoder, bidirectional=False, dtype=dtype,
             cross_attention_num_heads=(
-                self.cross_attention_heads_per_layer or [None] * self.num_decoder_layers
+                self.cross_attention_heads_per_layer or [self.num_heads] * self.num_decoder_layers
             ),
         )
 
