@@ -55,12 +55,28 @@ def prune_heads(model, heads_to_prune):
         copy = pruned_backbone
     else:
         copy = type(model).from_config({**model.get_config(), "backbone": pruned_backbone})
-    if len(copy.weights) != len(model.weights):
-        raise ValueError(f"The pruned {type(model).__name__} does not have the model's weights.")
-    for old, new in zip(model.weights, copy.weights):
+    for old, new in _matching_weights(model, copy, backbone, pruned_backbone):
         value = values.get(id(old))
         new.assign(keras.ops.convert_to_numpy(old) if value is None else value)
     return copy
+
+
+def _matching_weights(model, copy, backbone, pruned_backbone):
+    """`[(model's variable, copy's variable)]`: the backbones' by path, the rest in order.
+
+    The order of a backbone's weights follows its graph, which pruning may
+    reorder (PyTorch lists them as the graph runs); their paths stay.
+    """
+    pruned_by_path = {variable.path: variable for variable in pruned_backbone.weights}
+    if sorted(pruned_by_path) != sorted(variable.path for variable in backbone.weights):
+        raise ValueError(f"The pruned {type(backbone).__name__} does not have the model's weights.")
+    pairs = [(variable, pruned_by_path[variable.path]) for variable in backbone.weights]
+    in_backbone = {id(variable) for variable in backbone.weights + pruned_backbone.weights}
+    rest = [variable for variable in model.weights if id(variable) not in in_backbone]
+    copy_rest = [variable for variable in copy.weights if id(variable) not in in_backbone]
+    if len(rest) != len(copy_rest):
+        raise ValueError(f"The pruned {type(model).__name__} does not have the model's weights.")
+    return pairs + list(zip(rest, copy_rest))
 
 
 def _pruned_backbone(model):

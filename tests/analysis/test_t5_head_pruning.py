@@ -14,8 +14,9 @@ from kbert.models import seq2seq_inputs
 
 LAYERS, DECODER_LAYERS, HEADS, HIDDEN, KEY_DIM, BUCKETS = 2, 3, 3, 12, 4, 8
 PER_HEAD = 4 * HIDDEN * KEY_DIM  # q, k and v columns and o rows; T5 has no biases
-# float32 round-off only (measured below 1e-6 on TensorFlow, JAX and PyTorch).
-TOLERANCE = 1e-5
+# float32 round-off only: measured 0 on TensorFlow and JAX, up to 3e-5 on PyTorch (whose
+# CPU matmuls sum in another order at the pruned widths), on logits up to about 10.
+TOLERANCE = 1e-4
 
 TO_PRUNE = {
     "encoder": {0: [1], 1: [0, 2]},
