@@ -116,14 +116,7 @@ class T5(Backbone):
         dtype=None,
         **kwargs,
     ):
-        positive_int("num_layers", num_layers)
-        positive_int("num_decoder_layers", num_decoder_layers, optional=True)
-        positive_int("hidden_dim", hidden_dim)
-        probability("dropout", dropout)
-        if key_dim is None and hidden_dim % positive_int("num_heads", num_heads):
-            raise ValueError(
-                f"hidden_dim={hidden_dim} is not divisible by num_heads={num_heads}; pass key_dim."
-            )
+        _check_shape(num_layers, num_decoder_layers, hidden_dim, num_heads, key_dim, dropout)
         # === Config === (read by the steps that create the layers)
         self.vocabulary_size = vocabulary_size
         self.num_layers = num_layers
@@ -140,15 +133,8 @@ class T5(Backbone):
         self.num_buckets = num_buckets
         self.max_distance = max_distance
         self.initializer_factor = initializer_factor
-        self.encoder_layer_heads = checked_layer_heads(
-            "encoder_layer_heads", encoder_layer_heads, num_layers, num_heads
-        )
-        self.decoder_layer_heads = checked_layer_heads(
-            "decoder_layer_heads", decoder_layer_heads, self.num_decoder_layers, num_heads
-        )
-        self.cross_attention_heads_per_layer = _checked_head_counts(
-            cross_attention_heads_per_layer, self.num_decoder_layers, num_heads
-        )
+        self._set_pruned_heads(encoder_layer_heads, decoder_layer_heads,
+                               cross_attention_heads_per_layer)
         self.pad_id = PAD_ID
         self.end_id = END_ID
         self.decoder_start_id = PAD_ID
@@ -162,6 +148,19 @@ class T5(Backbone):
         # === Functional graph ===
         inputs = {name: keras.Input(shape=(None,), dtype="int32", name=name) for name in INPUT_NAMES}
         super().__init__(inputs=inputs, outputs=self.run_layers(inputs), dtype=dtype, **kwargs)
+
+    def _set_pruned_heads(self, encoder_layer_heads, decoder_layer_heads,
+                          cross_attention_heads_per_layer):
+        """The per-layer heads that `kbert.analysis.prune_heads` leaves, checked."""
+        self.encoder_layer_heads = _checked_layer_heads(
+            "encoder_layer_heads", encoder_layer_heads, self.num_layers, self.num_heads
+        )
+        self.decoder_layer_heads = _checked_layer_heads(
+            "decoder_layer_heads", decoder_layer_heads, self.num_decoder_layers, self.num_heads
+        )
+        self.cross_attention_heads_per_layer = _checked_head_counts(
+            cross_attention_heads_per_layer, self.num_decoder_layers, self.num_heads
+        )
 
     # --- Layers -----------------------------------------------------------------
 
@@ -473,21 +472,32 @@ def self_attention_caches(decoder_layers, batch_size, max_length, dtype):
     )
 
 
-def checked_layer_heads(name, layer_heads, num_layers, num_heads):
+def _check_shape(num_layers, num_decoder_layers, hidden_dim, num_heads, key_dim, dropout):
+    positive_int("num_layers", num_layers)
+    positive_int("num_decoder_layers", num_decoder_layers, optional=True)
+    positive_int("hidden_dim", hidden_dim)
+    probability("dropout", dropout)
+    if key_dim is None and hidden_dim % positive_int("num_heads", num_heads):
+        raise ValueError(
+            f"hidden_dim={hidden_dim} is not divisible by num_heads={num_heads}; pass key_dim."
+        )
+
+
+def _checked_layer_heads(name, layer_heads, num_layers, num_heads):
     """`layer_heads` (a T5 stack's position-bias columns per layer) as lists of ints, or None.
 
     Checked: `num_layers` non-empty lists of distinct columns in `[0, num_heads)`
     that together use `0..k-1`.
 
-    >>> checked_layer_heads("encoder_layer_heads", [[0, 2], [1]], 2, 3)
+    >>> _checked_layer_heads("encoder_layer_heads", [[0, 2], [1]], 2, 3)
     [[0, 2], [1]]
     """
     if layer_heads is None:
         return None
     heads = [[int(head) for head in layer] for layer in layer_heads]
     used = sorted({head for layer in heads for head in layer})
-    if (len(heads) != num_layers or not all(heads) or any(len(set(layer)) < len(layer) for layer in heads)
-            or used != list(range(len(used))) or len(used) > num_heads):
+    distinct = all(layer and len(set(layer)) == len(layer) for layer in heads)
+    if len(heads) != num_layers or not distinct or used != list(range(len(used))) or len(used) > num_heads:
         raise ValueError(
             f"{name} must list, for each of the {num_layers} layers, distinct position-bias "
             f"columns that together are 0..k-1 with k <= num_heads={num_heads}; "
