@@ -4,7 +4,7 @@ import keras
 
 from kbert.analysis.pruned_attention import kept_heads, pruned_attention_values
 from kbert.analysis.t5_head_pruning import t5_pruning
-from kbert.analysis.wrapped_encoder import wrapped_encoder
+from kbert.models.encoder import Encoder
 from kbert.models.t5 import T5
 
 
@@ -82,9 +82,12 @@ def _matching_weights(model, copy, backbone, pruned_backbone):
 def _pruned_backbone(model):
     """The `T5` or `Encoder` that `model` is or wraps as `backbone` (else a ValueError)."""
     for candidate in (model, getattr(model, "backbone", None)):
-        if isinstance(candidate, T5):
+        if isinstance(candidate, (Encoder, T5)):
             return candidate
-    return wrapped_encoder(model, "prune_heads (or a T5)")
+    raise ValueError(
+        "prune_heads takes a kbert Encoder or T5, or a model with one as `backbone`; "
+        f"received a {type(model).__name__}."
+    )
 
 
 def _encoder_pruning(encoder, heads_to_prune):

@@ -63,10 +63,10 @@ def _requests_by_stack(heads_to_prune):
     if all(isinstance(key, int) for key in heads_to_prune):
         return {"encoder": heads_to_prune}
     unknown = sorted(str(key) for key in heads_to_prune if key not in STACKS)
-    if unknown:
+    if unknown or not all(isinstance(layers, dict) for layers in heads_to_prune.values()):
         raise ValueError(
             f"prune_heads on a T5 takes {{stack: {{layer: [heads]}}}} with stacks {list(STACKS)} "
-            f"(or {{layer: [heads]}} for the encoder); received the keys {unknown}."
+            f"(or {{layer: [heads]}} for the encoder); received {heads_to_prune}."
         )
     return heads_to_prune
 

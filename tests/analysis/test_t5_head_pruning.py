@@ -149,13 +149,16 @@ def test_a_seq2seq_task_is_rebuilt_around_its_pruned_t5():
 def test_bad_heads_are_refused():
     model = tiny_t5()
     for heads, message in (
-        ({"encoders": {0: [0]}}, r"stacks \['encoder', 'decoder', 'cross_attention'\].*\['encoders'\]"),
+        ({"encoders": {0: [0]}}, r"stacks \['encoder', 'decoder', 'cross_attention'\].*'encoders'"),
+        ({"decoder": [0]}, r"\{stack: \{layer: \[heads\]\}\}.*received \{'decoder': \[0\]\}"),
         ({"decoder": {3: [0]}}, r"no layer 3 in the T5's decoder; it has layers 0..2"),
         ({"encoder": {0: [3]}}, r"layer 0 of the T5's encoder has heads 0..2; received \[3\]"),
         ({"cross_attention": {2: [0, 1, 2]}}, "every head of layer 2 of the T5's cross_attention"),
     ):
         with pytest.raises(ValueError, match=message):
             prune_heads(model, heads)
+    with pytest.raises(ValueError, match="takes a kbert Encoder or T5.*received a Dense"):
+        prune_heads(keras.layers.Dense(2), {0: [0]})
     with pytest.raises(ValueError, match="encoder_layer_heads must list"):
         tiny_t5(encoder_layer_heads=[[0, 2], [2]])  # column 1 unused
     with pytest.raises(ValueError, match="cross_attention_heads_per_layer must list"):
