@@ -1,14 +1,15 @@
-"""Removing attention heads from an encoder: fewer parameters, the outputs of the head-masked model."""
+"""Removing attention heads from an encoder or T5: fewer parameters, the outputs of the head-masked model."""
 
 import keras
-import numpy as np
 
-from kbert.analysis.wrapped_encoder import wrapped_encoder
+from kbert.analysis.pruned_attention import kept_heads, pruned_attention_values
+from kbert.analysis.t5_head_pruning import t5_pruning
 from kbert.models.encoder import Encoder
+from kbert.models.t5 import T5
 
 
 def prune_heads(model, heads_to_prune):
-    """A copy of `model` without the attention heads `heads_to_prune`, `{layer: [heads]}`.
+    """A copy of `model` without the attention heads `heads_to_prune`.
 
     Each pruned head's columns of the query, key and value projections (and
     of Longformer's global ones) and their biases, and its rows of the output
@@ -21,10 +22,18 @@ def prune_heads(model, heads_to_prune):
     saves and loads like any model. Heads are numbered as the layer has them
     now; `model` is left as it is.
 
+    An encoder `heads_to_prune` is `{layer: [heads]}`. ALBERT's layers share
+    one block, and, as in transformers' `AlbertModel.prune_heads`, its
+    layers are numbered as the distinct shared layers, not the repeated
+    ones: `{0: [h]}` removes head h from the shared block, so from every
+    layer (the model with head h masked in every layer). A `T5` takes
+    `{"encoder": {layer: [heads]}, "decoder": {...}, "cross_attention": {...}}`
+    (see `kbert.analysis.t5_head_pruning`).
+
     Args:
-        model: a kbert `Encoder`, or a task or pretrainer wrapping one as
-            `backbone` (rebuilt from its config around the pruned encoder).
-        heads_to_prune: `{layer index: [head indices]}`.
+        model: a kbert `Encoder` or `T5`, or a task or pretrainer wrapping one
+            as `backbone` (rebuilt from its config around the pruned backbone).
+        heads_to_prune: `{layer index: [head indices]}` (T5: by stack, above).
 
     Returns:
         The pruned copy, of `model`'s class.
@@ -36,41 +45,66 @@ def prune_heads(model, heads_to_prune):
     >>> pruned.heads_per_layer, encoder.count_params() - pruned.count_params()  # 4·(4·8·2 + 3·2)
     ([1, 3], 280)
     """
-    encoder = wrapped_encoder(model, "prune_heads")
-    kept = _kept_heads(encoder, heads_to_prune)
-    pruned_encoder = Encoder.from_config(_pruned_config(encoder, kept))
-    if model is encoder:
-        copy = pruned_encoder
+    backbone = _pruned_backbone(model)
+    if isinstance(backbone, T5):
+        config, values = t5_pruning(backbone, heads_to_prune)
     else:
-        copy = type(model).from_config({**model.get_config(), "backbone": pruned_encoder})
-    values = _pruned_values(encoder, kept)
-    if len(copy.weights) != len(model.weights):
-        raise ValueError(f"The pruned {type(model).__name__} does not have the model's weights.")
-    for old, new in zip(model.weights, copy.weights):
+        config, values = _encoder_pruning(backbone, heads_to_prune)
+    pruned_backbone = type(backbone).from_config(config)
+    if model is backbone:
+        copy = pruned_backbone
+    else:
+        copy = type(model).from_config({**model.get_config(), "backbone": pruned_backbone})
+    for old, new in _matching_weights(model, copy, backbone, pruned_backbone):
         value = values.get(id(old))
         new.assign(keras.ops.convert_to_numpy(old) if value is None else value)
     return copy
 
 
-def _kept_heads(encoder, heads_to_prune):
-    """The heads each layer keeps, a list of index lists (the arguments checked)."""
-    counts = encoder.layer_num_heads
-    if encoder.share_layers and heads_to_prune:
-        raise ValueError("prune_heads cannot prune an encoder with shared layers (ALBERT).")
-    kept = [list(range(count)) for count in counts]
-    for layer, heads in heads_to_prune.items():
-        if not 0 <= layer < len(counts):
-            raise ValueError(f"prune_heads: no layer {layer}; the encoder has {len(counts)}.")
-        heads = set(heads)
-        if not heads <= set(range(counts[layer])):
-            raise ValueError(
-                f"prune_heads: layer {layer} has heads 0..{counts[layer] - 1}; "
-                f"received {sorted(heads)}."
-            )
-        kept[layer] = [head for head in kept[layer] if head not in heads]
-        if not kept[layer]:
-            raise ValueError(f"prune_heads would remove every head of layer {layer}; keep one.")
-    return kept
+def _matching_weights(model, copy, backbone, pruned_backbone):
+    """`[(model's variable, copy's variable)]`: the backbones' by path, the rest in order.
+
+    The order of a backbone's weights follows its graph, which pruning may
+    reorder (PyTorch lists them as the graph runs); their paths stay.
+    """
+    pruned_by_path = {variable.path: variable for variable in pruned_backbone.weights}
+    if sorted(pruned_by_path) != sorted(variable.path for variable in backbone.weights):
+        raise ValueError(f"The pruned {type(backbone).__name__} does not have the model's weights.")
+    pairs = [(variable, pruned_by_path[variable.path]) for variable in backbone.weights]
+    in_backbone = {id(variable) for variable in backbone.weights + pruned_backbone.weights}
+    rest = [variable for variable in model.weights if id(variable) not in in_backbone]
+    copy_rest = [variable for variable in copy.weights if id(variable) not in in_backbone]
+    if len(rest) != len(copy_rest):
+        raise ValueError(f"The pruned {type(model).__name__} does not have the model's weights.")
+    return pairs + list(zip(rest, copy_rest))
+
+
+def _pruned_backbone(model):
+    """The `T5` or `Encoder` that `model` is or wraps as `backbone` (else a ValueError)."""
+    for candidate in (model, getattr(model, "backbone", None)):
+        if isinstance(candidate, (Encoder, T5)):
+            return candidate
+    raise ValueError(
+        "prune_heads takes a kbert Encoder or T5, or a model with one as `backbone`; "
+        f"received a {type(model).__name__}."
+    )
+
+
+def _encoder_pruning(encoder, heads_to_prune):
+    """`(the pruned encoder's config, {id(variable): pruned value})`."""
+    blocks = encoder.transformer_layers
+    note = ""
+    if encoder.share_layers:
+        # transformers' AlbertModel numbers the distinct shared layers (one in kbert's ALBERT).
+        blocks = blocks[:1]
+        note = (f" (its {encoder.num_layers} layers share one block, numbered as transformers' "
+                "AlbertModel.prune_heads numbers them: layer 0 is the shared one)")
+    kept = kept_heads([block.attention_layer.num_heads for block in blocks], heads_to_prune,
+                      "the encoder", note)
+    values = {}
+    for block, heads in zip(blocks, kept):
+        values.update(pruned_attention_values(block.attention_layer, heads))
+    return _pruned_config(encoder, kept * (encoder.num_layers if encoder.share_layers else 1)), values
 
 
 def _pruned_config(encoder, kept):
@@ -87,28 +121,6 @@ def _pruned_config(encoder, kept):
     config["heads_per_layer"] = [len(heads) for heads in kept]
     config["attention_kwargs"] = arguments
     return config
-
-
-def _pruned_values(encoder, kept):
-    """`{id(variable): NumPy value}` for every projection weight that loses heads."""
-    values = {}
-    for block, heads in zip(encoder.transformer_layers, kept):
-        attention = block.attention_layer
-        if len(heads) == attention.num_heads:
-            continue
-        for dense, width in attention.head_projections():
-            columns = _head_slices(heads, width)
-            values[id(dense.kernel)] = keras.ops.convert_to_numpy(dense.kernel)[:, columns]
-            if dense.use_bias:
-                values[id(dense.bias)] = keras.ops.convert_to_numpy(dense.bias)[columns]
-        output = attention.output_dense.kernel
-        values[id(output)] = keras.ops.convert_to_numpy(output)[_head_slices(heads, attention.value_dim)]
-    return values
-
-
-def _head_slices(heads, width):
-    """The indices of `heads`' features in a `(heads·width)` axis, in order."""
-    return np.concatenate([np.arange(head * width, (head + 1) * width) for head in heads])
 
 
 def least_important_heads(scores, count):

@@ -117,9 +117,9 @@ class T5EncoderBlock(DirectCall, keras.layers.Layer):
             distribution="untruncated_normal",
         )
 
-    def _attention(self, width, key_dim, name):
+    def _attention(self, width, key_dim, name, num_heads=None):
         attention = CachedMultiHeadAttention(
-            num_heads=self.num_heads,
+            num_heads=num_heads or self.num_heads,
             key_dim=key_dim,
             dropout=self.dropout,
             use_bias=self.use_bias,

@@ -1,6 +1,7 @@
 import keras
 from keras import ops
 
+from kbert.arguments import positive_int
 from kbert.layers.attention_mask import causal_mask
 from kbert.layers.multi_head_attention import probabilities_spec
 from kbert.layers.t5_encoder_block import T5EncoderBlock
@@ -27,6 +28,9 @@ class TransformerDecoder(T5EncoderBlock):
     Args:
         use_cross_attention: attend to `encoder_outputs` (without it, a
             decoder-only block).
+        cross_attention_num_heads: the cross-attention's heads (of the
+            self-attention's width); defaults to `num_heads` (fewer after
+            `kbert.analysis.prune_heads`).
         **kwargs: those of `T5EncoderBlock`.
 
     Call arguments:
@@ -56,14 +60,20 @@ class TransformerDecoder(T5EncoderBlock):
     (2, 3, 16)
     """
 
-    def __init__(self, num_heads, intermediate_dim, use_cross_attention=True, **kwargs):
+    def __init__(self, num_heads, intermediate_dim, use_cross_attention=True,
+                 cross_attention_num_heads=None, **kwargs):
         super().__init__(num_heads, intermediate_dim, **kwargs)
         self.use_cross_attention = bool(use_cross_attention)
+        self.cross_attention_num_heads = positive_int(
+            "cross_attention_num_heads", cross_attention_num_heads, optional=True
+        )
 
     def _build_attention(self, width, key_dim):
         super()._build_attention(width, key_dim)
         if self.use_cross_attention:
-            self.cross_attention = self._attention(width, key_dim, "cross_attention")
+            self.cross_attention = self._attention(
+                width, key_dim, "cross_attention", self.cross_attention_num_heads
+            )
             self.cross_attention_layer_norm = self._norm(width, "cross_attention_layer_norm")
             self.cross_attention_dropout = self._dropout()
 
@@ -161,11 +171,14 @@ class TransformerDecoder(T5EncoderBlock):
                             return_attention_probabilities=False, **kwargs):
         output = keras.KerasTensor(inputs.shape, self.compute_dtype)
         if return_attention_probabilities:
-            heads, dtype = self.self_attention.num_heads, self.compute_dtype
+            dtype = self.compute_dtype
             cross = None
             if self.use_cross_attention:
-                cross = probabilities_spec(inputs, encoder_outputs, heads, dtype)
-            return output, probabilities_spec(inputs, inputs, heads, dtype), cross
+                cross = probabilities_spec(
+                    inputs, encoder_outputs, self.cross_attention.num_heads, dtype
+                )
+            return (output, probabilities_spec(inputs, inputs, self.self_attention.num_heads, dtype),
+                    cross)
         if self_attention_cache is None:
             return output
         return output, keras.KerasTensor(self_attention_cache.shape, self_attention_cache.dtype)
@@ -173,4 +186,5 @@ class TransformerDecoder(T5EncoderBlock):
     def get_config(self):
         config = super().get_config()
         config["use_cross_attention"] = self.use_cross_attention
+        config["cross_attention_num_heads"] = self.cross_attention_num_heads
         return config

@@ -64,6 +64,16 @@ class T5(Backbone):
         num_buckets: relative position buckets (32).
         max_distance: relative position distance of the last bucket (128).
         initializer_factor: scale of T5's initialisation.
+        encoder_layer_heads: the heads of each encoder layer after
+            `kbert.analysis.prune_heads`, as the columns of the encoder's
+            relative position bias table they read: a list of `num_layers`
+            index lists, which together use the columns `0..k-1` (the table
+            is `(num_buckets, k)`). None: `num_heads` heads in every layer,
+            reading columns `0..num_heads-1`.
+        decoder_layer_heads: the same for the decoder's self-attention and
+            its position bias.
+        cross_attention_heads_per_layer: the cross-attention heads of each
+            decoder layer (a list of counts); None: `num_heads` each.
         dtype: dtype policy.
 
     Example:
@@ -101,17 +111,13 @@ class T5(Backbone):
         num_buckets=32,
         max_distance=128,
         initializer_factor=1.0,
+        encoder_layer_heads=None,
+        decoder_layer_heads=None,
+        cross_attention_heads_per_layer=None,
         dtype=None,
         **kwargs,
     ):
-        positive_int("num_layers", num_layers)
-        positive_int("num_decoder_layers", num_decoder_layers, optional=True)
-        positive_int("hidden_dim", hidden_dim)
-        probability("dropout", dropout)
-        if key_dim is None and hidden_dim % positive_int("num_heads", num_heads):
-            raise ValueError(
-                f"hidden_dim={hidden_dim} is not divisible by num_heads={num_heads}; pass key_dim."
-            )
+        _check_shape(num_layers, num_decoder_layers, hidden_dim, num_heads, key_dim, dropout)
         # === Config === (read by the steps that create the layers)
         self.vocabulary_size = vocabulary_size
         self.num_layers = num_layers
@@ -128,6 +134,8 @@ class T5(Backbone):
         self.num_buckets = num_buckets
         self.max_distance = max_distance
         self.initializer_factor = initializer_factor
+        self._set_pruned_heads(encoder_layer_heads, decoder_layer_heads,
+                               cross_attention_heads_per_layer)
         self.pad_id = PAD_ID
         self.end_id = END_ID
         self.decoder_start_id = PAD_ID
@@ -142,6 +150,19 @@ class T5(Backbone):
         inputs = {name: keras.Input(shape=(None,), dtype="int32", name=name) for name in INPUT_NAMES}
         super().__init__(inputs=inputs, outputs=self.run_layers(inputs), dtype=dtype, **kwargs)
 
+    def _set_pruned_heads(self, encoder_layer_heads, decoder_layer_heads,
+                          cross_attention_heads_per_layer):
+        """The per-layer heads that `kbert.analysis.prune_heads` leaves, checked."""
+        self.encoder_layer_heads = _checked_layer_heads(
+            "encoder_layer_heads", encoder_layer_heads, self.num_layers, self.num_heads
+        )
+        self.decoder_layer_heads = _checked_layer_heads(
+            "decoder_layer_heads", decoder_layer_heads, self.num_decoder_layers, self.num_heads
+        )
+        self.cross_attention_heads_per_layer = _checked_head_counts(
+            cross_attention_heads_per_layer, self.num_decoder_layers, self.num_heads
+        )
+
     # --- Layers -----------------------------------------------------------------
 
     def _create_embeddings(self, dtype):
@@ -154,10 +175,27 @@ class T5(Backbone):
         )
         self.embedding_dropout = keras.layers.Dropout(self.dropout, dtype=dtype)
 
-    def _stack(self, prefix, block_class, num_blocks, bidirectional, dtype):
-        """A stack's shared relative position bias, its blocks, its final RMS norm and dropout."""
+    @property
+    def head_dim(self):
+        """The width of each attention head, `d_kv`."""
+        return self.key_dim or self.hidden_dim // self.num_heads
+
+    def layer_heads(self, stack):
+        """Each layer's position-bias columns in `stack` (`"encoder"` or `"decoder"`), a list."""
+        if stack == "encoder":
+            heads, count = self.encoder_layer_heads, self.num_layers
+        else:
+            heads, count = self.decoder_layer_heads, self.num_decoder_layers
+        return heads or [list(range(self.num_heads))] * count
+
+    def _stack(self, prefix, block_class, bidirectional, dtype, **per_block):
+        """A stack's shared relative position bias, its blocks, its final RMS norm and dropout.
+
+        `per_block` holds lists of one block argument per block.
+        """
+        layer_heads = self.layer_heads(prefix)
         position_bias = RelativePositionBias(
-            num_heads=self.num_heads,
+            num_heads=1 + max(max(heads) for heads in layer_heads),
             num_buckets=self.num_buckets,
             max_distance=self.max_distance,
             bidirectional=bidirectional,
@@ -169,9 +207,9 @@ class T5(Backbone):
         )
         blocks = [
             block_class(
-                num_heads=self.num_heads,
+                num_heads=len(layer_heads[i]),
                 intermediate_dim=self.intermediate_dim,
-                key_dim=self.key_dim,
+                key_dim=self.head_dim,
                 dropout=self.dropout,
                 activation=self.activation,
                 use_gated_activation=self.use_gated_activation,
@@ -179,8 +217,9 @@ class T5(Backbone):
                 initializer_factor=self.initializer_factor,
                 dtype=dtype,
                 name=f"{prefix}_layer_{i}",
+                **{argument: values[i] for argument, values in per_block.items()},
             )
-            for i in range(num_blocks)
+            for i in range(len(layer_heads))
         ]
         norm = RMSNormalization(
             self.layer_norm_epsilon, dtype=dtype, name=f"{prefix}_final_layer_norm"
@@ -193,7 +232,7 @@ class T5(Backbone):
             self.encoder_layers,
             self.encoder_final_layer_norm,
             self.encoder_final_dropout,
-        ) = self._stack("encoder", T5EncoderBlock, self.num_layers, bidirectional=True, dtype=dtype)
+        ) = self._stack("encoder", T5EncoderBlock, bidirectional=True, dtype=dtype)
 
     def _create_decoder(self, dtype):
         (
@@ -202,7 +241,10 @@ class T5(Backbone):
             self.decoder_final_layer_norm,
             self.decoder_final_dropout,
         ) = self._stack(
-            "decoder", TransformerDecoder, self.num_decoder_layers, bidirectional=False, dtype=dtype
+            "decoder", TransformerDecoder, bidirectional=False, dtype=dtype,
+            cross_attention_num_heads=(
+                self.cross_attention_heads_per_layer or [self.num_heads] * self.num_decoder_layers
+            ),
         )
 
     def _create_head(self, dtype):
@@ -280,10 +322,10 @@ class T5(Backbone):
         block's output, the last one after the final norm and dropout.
         """
         x = self._embed(token_ids, training)
-        bias = self.encoder_position_bias(x)
+        biases = self._layer_biases("encoder", self.encoder_position_bias(x))
         states, layer_probabilities = [x], []
         head_masks = head_masks or [None] * len(self.encoder_layers)
-        for block, head_mask in zip(self.encoder_layers, head_masks):
+        for block, head_mask, bias in zip(self.encoder_layers, head_masks, biases):
             x = block(x, padding_mask=padding_mask, attention_bias=bias, training=training,
                       return_attention_probabilities=probabilities, head_mask=head_mask)
             if probabilities:
@@ -297,11 +339,11 @@ class T5(Backbone):
                      training, probabilities=False, head_masks=None, cross_head_masks=None):
         """`(outputs, hidden states, [(self, cross) probabilities] if asked)` of the decoder stack."""
         x = self._embed(token_ids, training)
-        bias = self.decoder_position_bias(x)
+        biases = self._layer_biases("decoder", self.decoder_position_bias(x))
         states, layer_probabilities = [x], []
         none = [None] * len(self.decoder_layers)
-        for block, head_mask, cross_head_mask in zip(
-            self.decoder_layers, head_masks or none, cross_head_masks or none
+        for block, head_mask, cross_head_mask, bias in zip(
+            self.decoder_layers, head_masks or none, cross_head_masks or none, biases
         ):
             x = block(
                 x,
@@ -320,6 +362,17 @@ class T5(Backbone):
             states.append(x)
         x = self._end_decoder(x, training)
         return x, states[:-1] + [x], layer_probabilities
+
+    def _layer_biases(self, stack, bias):
+        """Each layer's columns of `stack`'s position `bias` `(1, columns, query, key)`.
+
+        In an unpruned stack every layer reads all of them (the same tensor);
+        a pruned layer reads those of its heads (transformers' T5 selects
+        them the same way, by each layer's `pruned_heads`).
+        """
+        columns = bias.shape[1]
+        return [bias if heads == list(range(columns)) else ops.take(bias, heads, axis=1)
+                for heads in self.layer_heads(stack)]
 
     def _logits(self, sequence_output):
         if self.lm_head is not None:
@@ -378,7 +431,7 @@ class T5(Backbone):
         bias = self.decoder_position_bias(x, self_caches[0][:, 0, 0], query_offset=index)
         x, updated = decode_with_caches(
             self.decoder_layers, x, index, self_caches, cross_caches, encoder_padding_mask,
-            cache_write, attention_bias=bias,
+            cache_write, attention_biases=self._layer_biases("decoder", bias),
         )
         sequence_output = self._end_decoder(x, training=False)
         return self._logits(sequence_output)[:, 0, :], updated
@@ -390,11 +443,13 @@ def cross_attention_caches(decoder_layers, encoder_outputs):
 
 
 def decode_with_caches(decoder_layers, x, index, self_caches, cross_caches, encoder_padding_mask,
-                       cache_write, **block_options):
+                       cache_write, attention_biases=None):
     """`x` `(batch, 1, width)` at position `index` through every `TransformerDecoder` block and
-    its caches: `(outputs, updated self-attention caches)`; `block_options` go to each block."""
+    its caches: `(outputs, updated self-attention caches)`; `attention_biases`, if given,
+    holds each block's self-attention score bias."""
     updated = []
-    for block, cache, cross in zip(decoder_layers, self_caches, cross_caches):
+    biases = attention_biases or [None] * len(decoder_layers)
+    for block, cache, cross, bias in zip(decoder_layers, self_caches, cross_caches, biases):
         x, cache = block(
             x,
             encoder_padding_mask=encoder_padding_mask,
@@ -403,7 +458,7 @@ def decode_with_caches(decoder_layers, x, index, self_caches, cross_caches, enco
             cache_update_index=index,
             cache_write=cache_write,
             training=False,
-            **block_options,
+            attention_bias=bias,
         )
         updated.append(cache)
     return x, tuple(updated)
@@ -411,9 +466,58 @@ def decode_with_caches(decoder_layers, x, index, self_caches, cross_caches, enco
 
 def self_attention_caches(decoder_layers, batch_size, max_length, dtype):
     """Empty self-attention caches `(batch, heads, 2, max_length, key_dim)`, one per block."""
-    attention = decoder_layers[0].self_attention
-    shape = (batch_size, attention.num_heads, 2, max_length, attention.key_dim)
-    return tuple(ops.zeros(shape, dtype) for _ in decoder_layers)
+    return tuple(
+        ops.zeros((batch_size, block.self_attention.num_heads, 2, max_length,
+                   block.self_attention.key_dim), dtype)
+        for block in decoder_layers
+    )
+
+
+def _check_shape(num_layers, num_decoder_layers, hidden_dim, num_heads, key_dim, dropout):
+    positive_int("num_layers", num_layers)
+    positive_int("num_decoder_layers", num_decoder_layers, optional=True)
+    positive_int("hidden_dim", hidden_dim)
+    probability("dropout", dropout)
+    if key_dim is None and hidden_dim % positive_int("num_heads", num_heads):
+        raise ValueError(
+            f"hidden_dim={hidden_dim} is not divisible by num_heads={num_heads}; pass key_dim."
+        )
+
+
+def _checked_layer_heads(name, layer_heads, num_layers, num_heads):
+    """`layer_heads` (a T5 stack's position-bias columns per layer) as lists of ints, or None.
+
+    Checked: `num_layers` non-empty lists of distinct columns in `[0, num_heads)`
+    that together use `0..k-1`.
+
+    >>> _checked_layer_heads("encoder_layer_heads", [[0, 2], [1]], 2, 3)
+    [[0, 2], [1]]
+    """
+    if layer_heads is None:
+        return None
+    heads = [[int(head) for head in layer] for layer in layer_heads]
+    used = sorted({head for layer in heads for head in layer})
+    distinct = all(layer and len(set(layer)) == len(layer) for layer in heads)
+    if len(heads) != num_layers or not distinct or used != list(range(len(used))) or len(used) > num_heads:
+        raise ValueError(
+            f"{name} must list, for each of the {num_layers} layers, distinct position-bias "
+            f"columns that together are 0..k-1 with k <= num_heads={num_heads}; "
+            f"received {layer_heads}."
+        )
+    return heads
+
+
+def _checked_head_counts(counts, num_layers, num_heads):
+    """`cross_attention_heads_per_layer` as `num_layers` ints in `[1, num_heads]`, or None."""
+    if counts is None:
+        return None
+    checked = [positive_int("cross_attention_heads_per_layer", count) for count in counts]
+    if len(checked) != num_layers or max(checked) > num_heads:
+        raise ValueError(
+            f"cross_attention_heads_per_layer must list {num_layers} head counts of at most "
+            f"num_heads={num_heads}; received {list(counts)}."
+        )
+    return checked
 
 
 def seq2seq_inputs(encoder_token_ids, target_ids, pad_id=PAD_ID, start_id=PAD_ID):

@@ -8,7 +8,8 @@ context) in `BertSelfAttention`, here a forward hook on that module scaling
 each head's slice of its output; `BertAttention.prune_heads` cut the heads'
 rows of query, key and value and their columns of the output dense with
 `transformers.pytorch_utils.prune_linear_layer`, as `prune_like_transformers`
-does.
+does. `AlbertModel._prune_heads` did the same to the layers of its shared
+groups (`prune_albert_like_transformers`).
 """
 
 import contextlib
@@ -32,8 +33,13 @@ def imported_bert(directory):
         vocab_size=99, hidden_size=HIDDEN, num_hidden_layers=LAYERS, num_attention_heads=HEADS,
         intermediate_size=37, max_position_embeddings=64, attn_implementation="eager",
     )
+    return imported(transformers.BertModel, config, directory)
+
+
+def imported(model_class, config, directory):
+    """`(a random transformers `model_class(config)`, the kbert model imported from it)`."""
     torch.manual_seed(0)
-    reference = transformers.BertModel(config).eval()
+    reference = model_class(config).eval()
     with torch.no_grad():  # every weight random (LayerNorms included), so mix-ups show
         for parameter in reference.parameters():
             parameter.normal_(0.0, 0.2)
@@ -75,18 +81,56 @@ def head_masked(reference, head_mask):
             handle.remove()
 
 
+def pruned_like_transformers(projections, output, num_heads, head_size, heads):
+    """transformers 4's pruning of one attention layer: `(the query, key and value nn.Linear
+    `projections` keeping only the rows of the heads not in `heads`, `output` their columns)`."""
+    prune_linear_layer = transformers.pytorch_utils.prune_linear_layer
+    keep = torch.ones(num_heads, head_size)
+    keep[sorted(heads)] = 0
+    index = torch.arange(keep.numel())[keep.view(-1) == 1]
+    return ([prune_linear_layer(projection, index) for projection in projections],
+            prune_linear_layer(output, index, dim=1))
+
+
 def prune_like_transformers(reference, heads_to_prune):
     """transformers 4's `BertModel.prune_heads(heads_to_prune)` ({layer: [heads]}), in place."""
-    prune_linear_layer = transformers.pytorch_utils.prune_linear_layer
     for layer_index, heads in heads_to_prune.items():
         attention = reference.encoder.layer[layer_index].attention
         size = attention.self.attention_head_size
-        keep = torch.ones(attention.self.num_attention_heads, size)
-        keep[sorted(heads)] = 0
-        index = torch.arange(keep.numel())[keep.view(-1) == 1]
-        for name in ("query", "key", "value"):
-            setattr(attention.self, name, prune_linear_layer(getattr(attention.self, name), index))
-        attention.output.dense = prune_linear_layer(attention.output.dense, index, dim=1)
+        (attention.self.query, attention.self.key, attention.self.value), attention.output.dense = (
+            pruned_like_transformers(
+                [attention.self.query, attention.self.key, attention.self.value],
+                attention.output.dense, attention.self.num_attention_heads, size, heads,
+            )
+        )
         attention.self.num_attention_heads -= len(heads)
         attention.self.all_head_size = size * attention.self.num_attention_heads
+    return reference
+
+
+def imported_albert(directory, layers=3):
+    """`(transformers AlbertModel with `layers` layers sharing one block, the kbert
+    Encoder imported from it)`, random weights."""
+    config = transformers.AlbertConfig(
+        vocab_size=99, embedding_size=16, hidden_size=HIDDEN, num_hidden_layers=layers,
+        num_attention_heads=HEADS, intermediate_size=37, max_position_embeddings=64, attn_implementation="eager",
+    )
+    return imported(transformers.AlbertModel, config, directory)
+
+
+def prune_albert_like_transformers(reference, heads_to_prune):
+    """transformers 4's `AlbertModel._prune_heads(heads_to_prune)`, in place: layer `l` is
+    inner layer `l - g·inner_group_num` of the shared group `g = l // inner_group_num`."""
+    inner_group_num = reference.config.inner_group_num
+    for layer_index, heads in heads_to_prune.items():
+        group = layer_index // inner_group_num
+        inner = layer_index - group * inner_group_num
+        attention = reference.encoder.albert_layer_groups[group].albert_layers[inner].attention
+        size = attention.attention_head_size
+        (attention.query, attention.key, attention.value), attention.dense = pruned_like_transformers(
+            [attention.query, attention.key, attention.value], attention.dense,
+            attention.num_attention_heads, size, heads,
+        )
+        attention.num_attention_heads -= len(heads)
+        attention.all_head_size = size * attention.num_attention_heads
     return reference

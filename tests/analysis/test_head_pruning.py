@@ -1,5 +1,5 @@
-"""prune_heads: transformers 4's `prune_heads` on an imported BERT, the head-masked model's
-outputs on dense, BigBird and Longformer encoders and on a task, and a .keras round trip."""
+"""prune_heads: transformers 4's `prune_heads` on an imported BERT and ALBERT, the head-masked
+model's outputs on dense, BigBird and Longformer encoders and on a task, and a .keras round trip."""
 
 import keras
 import numpy as np
@@ -10,7 +10,9 @@ from bert_heads import (
     LAYERS,
     TOLERANCE,
     batch,
+    imported_albert,
     imported_bert,
+    prune_albert_like_transformers,
     prune_like_transformers,
     torch,
     torch_inputs,
@@ -57,6 +59,31 @@ def test_equals_transformers_prune_heads_and_the_head_masked_model(tmp_path):
     assert restored.heads_per_layer == [3, 1, 3]
     np.testing.assert_array_equal(to_numpy(restored(inputs)["sequence_output"]),
                                   to_numpy(outputs["sequence_output"]))
+
+
+def test_albert_prunes_its_shared_layer_as_transformers_does(tmp_path):
+    """transformers' AlbertModel numbers the shared layers: {0: heads} prunes the one shared
+    block, so every layer loses those heads, and the parameters shrink once."""
+    reference, encoder = imported_albert(tmp_path / "albert")
+    to_prune = {0: [1, 3]}
+    pruned = prune_heads(encoder, to_prune)
+    assert pruned.share_layers and pruned.heads_per_layer == [2] * LAYERS
+    head_width = HIDDEN // HEADS
+    assert encoder.count_params() - pruned.count_params() == 2 * (4 * HIDDEN * head_width + 3 * head_width)
+    with torch.no_grad():
+        expected = prune_albert_like_transformers(reference, to_prune)(**torch_inputs(batch()))
+    assert sum(p.numel() for p in reference.parameters()) == pruned.count_params()
+    outputs = pruned(batch())
+    np.testing.assert_allclose(to_numpy(outputs["sequence_output"]),
+                               expected.last_hidden_state.numpy(), atol=TOLERANCE, rtol=0)
+    np.testing.assert_allclose(to_numpy(outputs["pooled_output"]),
+                               expected.pooler_output.numpy(), atol=TOLERANCE, rtol=0)
+    masked = encoder({**batch(), "head_mask": head_mask_of({layer: [1, 3] for layer in range(LAYERS)})})
+    np.testing.assert_allclose(to_numpy(outputs["sequence_output"]),
+                               to_numpy(masked["sequence_output"]), atol=1e-5, rtol=0)
+    with pytest.raises(ValueError, match=r"no layer 1 in the encoder; it has layers 0..0 \(its 3 "
+                                         "layers share one block"):
+        prune_heads(encoder, {1: [0]})
 
 
 def test_a_pruned_encoder_takes_a_head_mask_per_layer_and_prunes_again(tmp_path):
@@ -109,6 +136,24 @@ def test_sparse_encoders_equal_their_head_masked_model(attention):
                                to_numpy(masked)[real], atol=1e-5, rtol=0)
 
 
+@pytest.mark.parametrize("attention", sorted(SPARSE))
+def test_sparse_albert_equals_its_model_masked_in_every_layer(attention):
+    kwargs, length, with_global = SPARSE[attention]
+    encoder = kbert.models.Encoder(
+        vocabulary_size=50, num_layers=3, num_heads=4, hidden_dim=16, intermediate_dim=32,
+        max_positions=32, embedding_dim=8, share_layers=True, attention=attention,
+        attention_kwargs=kwargs, dropout=0.0, initializer_range=0.3,
+    )
+    inputs = sparse_inputs(length, with_global)
+    pruned = prune_heads(encoder, {0: [0, 2]})
+    per_head, bias = (7, 6) if attention == "longformer" else (4, 3)
+    assert encoder.count_params() - pruned.count_params() == 2 * (per_head * 16 * 4 + bias * 4)
+    masked = encoder({**inputs, "head_mask": head_mask_of({0: [0, 2], 1: [0, 2], 2: [0, 2]}, 3, 4)})
+    real = inputs["padding_mask"].astype(bool)
+    np.testing.assert_allclose(to_numpy(pruned(inputs)["sequence_output"])[real],
+                               to_numpy(masked["sequence_output"])[real], atol=1e-5, rtol=0)
+
+
 def test_a_task_is_rebuilt_around_its_pruned_encoder():
     backbone = kbert.models.Encoder(vocabulary_size=99, num_layers=LAYERS, num_heads=HEADS,
                                     hidden_dim=16, intermediate_dim=32, max_positions=16,
@@ -127,10 +172,8 @@ def test_bad_arguments_are_refused():
                            ({1: [0, 1]}, "every head of layer 1")):
         with pytest.raises(ValueError, match=message):
             prune_heads(encoder, heads)
-    shared = kbert.models.Encoder(vocabulary_size=20, num_layers=2, num_heads=2, hidden_dim=8,
-                                  intermediate_dim=8, max_positions=8, share_layers=True)
-    with pytest.raises(ValueError, match="shared layers"):
-        prune_heads(shared, {0: [0]})
+    with pytest.raises(ValueError, match="no layer '0'"):
+        prune_heads(encoder, {"0": [0]})
     with pytest.raises(ValueError, match="heads_per_layer must list"):
         kbert.models.Encoder(vocabulary_size=20, num_layers=2, num_heads=2, hidden_dim=8,
                              intermediate_dim=8, max_positions=8, heads_per_layer=[1, 3])
