@@ -102,6 +102,23 @@ def one_of(name, value, choices):
     return value
 
 
+def head_counts(name, counts, num_layers, num_heads):
+    """`counts` as a list of `num_layers` ints in `[1, num_heads]`, or None: heads per layer after pruning.
+
+    >>> head_counts("heads_per_layer", (4, 1), num_layers=2, num_heads=4)
+    [4, 1]
+    """
+    if counts is None:
+        return None
+    checked = [positive_int(name, count) for count in counts]
+    if len(checked) != num_layers or max(checked) > num_heads:
+        raise ValueError(
+            f"{name} must list num_layers={num_layers} head counts of at most "
+            f"num_heads={num_heads}; received {list(counts)}."
+        )
+    return checked
+
+
 def no_unknown_keywords(owner, keywords, known=()):
     """Raise a `TypeError` naming the keywords of `keywords` that are not in `known`.
 

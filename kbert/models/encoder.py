@@ -1,6 +1,6 @@
 import keras
 
-from kbert.arguments import one_of, positive_int, probability
+from kbert.arguments import head_counts, one_of, positive_int, probability
 from kbert.input_checks import check_inputs, ids, mask
 from kbert.layers.bigbird_attention import BigBirdAttention
 from kbert.layers.longformer_attention import LongformerAttention
@@ -342,15 +342,8 @@ def _check_shape_and_attention(num_layers, hidden_dim, num_heads, attention):
 
 def _checked_heads_per_layer(heads_per_layer, num_layers, num_heads, share_layers):
     """`heads_per_layer` as a list of `num_layers` ints in `[1, num_heads]`, or None (checked)."""
-    if heads_per_layer is None:
-        return None
-    heads = [positive_int("heads_per_layer", count) for count in heads_per_layer]
-    if len(heads) != num_layers or max(heads) > num_heads:
-        raise ValueError(
-            f"heads_per_layer must list num_layers={num_layers} head counts of at most "
-            f"num_heads={num_heads}; received {list(heads_per_layer)}."
-        )
-    if share_layers and len(set(heads)) > 1:
+    heads = head_counts("heads_per_layer", heads_per_layer, num_layers, num_heads)
+    if heads and share_layers and len(set(heads)) > 1:
         raise ValueError(f"Shared layers have one head count; received heads_per_layer={heads}.")
     return heads
 

@@ -4,7 +4,7 @@ import keras
 import numpy as np
 from keras import ops
 
-from kbert.arguments import positive_int, probability
+from kbert.arguments import head_counts, positive_int, probability
 from kbert.input_checks import ids, mask
 from kbert.layers.fused_dense import FusedDense
 from kbert.layers.relative_position_bias import RelativePositionBias
@@ -159,8 +159,9 @@ class T5(Backbone):
         self.decoder_layer_heads = _checked_layer_heads(
             "decoder_layer_heads", decoder_layer_heads, self.num_decoder_layers, self.num_heads
         )
-        self.cross_attention_heads_per_layer = _checked_head_counts(
-            cross_attention_heads_per_layer, self.num_decoder_layers, self.num_heads
+        self.cross_attention_heads_per_layer = head_counts(
+            "cross_attention_heads_per_layer", cross_attention_heads_per_layer,
+            self.num_decoder_layers, self.num_heads,
         )
 
     # --- Layers -----------------------------------------------------------------
@@ -507,17 +508,6 @@ def _checked_layer_heads(name, layer_heads, num_layers, num_heads):
     return heads
 
 
-def _checked_head_counts(counts, num_layers, num_heads):
-    """`cross_attention_heads_per_layer` as `num_layers` ints in `[1, num_heads]`, or None."""
-    if counts is None:
-        return None
-    checked = [positive_int("cross_attention_heads_per_layer", count) for count in counts]
-    if len(checked) != num_layers or max(checked) > num_heads:
-        raise ValueError(
-            f"cross_attention_heads_per_layer must list {num_layers} head counts of at most "
-            f"num_heads={num_heads}; received {list(counts)}."
-        )
-    return checked
 
 
 def seq2seq_inputs(encoder_token_ids, target_ids, pad_id=PAD_ID, start_id=PAD_ID):
