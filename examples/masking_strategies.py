@@ -90,7 +90,7 @@ def sentences_of(documents, count, seed):
 
 
 def pretrain(rates, tokenizer, documents, args):
-    """A backbone pretrained with masked LM, the chosen tokens corrupted at `rates`."""
+    """A `BertPretrainer` (MLM only) trained with the chosen tokens corrupted at `rates`."""
     keras.utils.set_random_seed(args.seed)
     backbone = kbert.models.build("bert_tiny", vocabulary_size=tokenizer.vocabulary_size, **MODEL)
     pretrainer = BertPretrainer(backbone, pair_objective=None)
@@ -99,13 +99,11 @@ def pretrain(rates, tokenizer, documents, args):
     data = pretraining_dataset(documents, tokenizer, objective="mlm", sequence_length=args.length,
                                batch_size=args.batch_size, seed=args.seed, replacement_rates=rates)
     pretrainer.fit(data, steps_per_epoch=args.steps, epochs=1, verbose=0)
-    return backbone
+    return pretrainer
 
 
-def held_out_mlm_accuracy(backbone, tokenizer, documents, args):
-    """Masked-LM accuracy on held-out documents, all masked the standard way (80/10/10)."""
-    pretrainer = BertPretrainer(backbone, pair_objective=None)
-    pretrainer.compile()
+def held_out_mlm_accuracy(pretrainer, tokenizer, documents, args):
+    """Masked-LM accuracy of the trained MLM head on held-out documents, masked the standard way (80/10/10)."""
     data, batches = held_out_dataset(documents, args.seed, dict(
         tokenizer=tokenizer, objective="mlm", sequence_length=args.length, batch_size=args.batch_size))
     return pretrainer.evaluate(data, steps=batches, return_dict=True, verbose=0)["mlm_accuracy"]
@@ -178,8 +176,9 @@ def main():
         if args.only and args.only != name:
             continue
         start = time.perf_counter()
-        backbone = pretrain(rates, tokenizer, train_documents, args)
-        mlm = held_out_mlm_accuracy(backbone, tokenizer, held_out, args)
+        pretrainer = pretrain(rates, tokenizer, train_documents, args)
+        mlm = held_out_mlm_accuracy(pretrainer, tokenizer, held_out, args)
+        backbone = pretrainer.backbone
         scores = [tagger_f1(backbone, train, test, args, features)
                   for features in ("sequence_output", "last_four")]  # fine-tune, feature-based
         results[name] = (mlm, *scores, (time.perf_counter() - start) / 60)
