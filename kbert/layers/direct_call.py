@@ -44,12 +44,9 @@ class DirectCall:
     def _calls_directly(self, args, kwargs):
         if keras.backend.backend() != "torch" or not self.built or not args:
             return False
-        import torch
-
-        first = args[0]
-        if not isinstance(first, torch.Tensor):
+        if not keras.ops.is_tensor(args[0]):  # a NumPy array, a symbolic KerasTensor
             return False
-        dtype = keras.backend.standardize_dtype(first.dtype)
+        dtype = keras.backend.standardize_dtype(args[0].dtype)
         return (
             (dtype == self.input_dtype or not keras.backend.is_float_dtype(dtype))
             and self.compute_dtype == self.variable_dtype
