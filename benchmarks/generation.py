@@ -73,6 +73,7 @@ def measure_t5(args):
     inputs = {"encoder_token_ids": ids, "encoder_padding_mask": np.ones_like(ids)}
     backend = keras.backend.backend()
     systems = []
+
     def generate(**options):
         return model.generate(inputs, max_new_tokens=args.new, end_id=-1, **options)
 

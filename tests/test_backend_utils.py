@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from helpers import BACKEND, compile_with_xla, to_numpy
 
-from kbert.backend_utils import fused_attention, is_eager_tensor, quiet_import
+from kbert.backend_utils import fused_attention, is_eager_tensor, quiet_import, reshape, rms_normalization
 
 
 class EagernessProbe(keras.layers.Layer):
@@ -124,3 +124,38 @@ def test_fused_attention_dropout_needs_torch():
     x = np.ones((1, 2, 1, 4), "float32")
     with pytest.raises(ValueError, match="dropout rate only on PyTorch"):
         fused_attention(x, x, x, None, scale=0.5, dropout_rate=0.1)
+
+
+def test_fused_attention_adds_the_bias_under_the_mask():
+    """T5's relative bias with a padding mask, against NumPy, atol 1e-5."""
+    rng = np.random.default_rng(1)
+    query, key, value = (rng.standard_normal((2, 4, 3, 4)).astype("float32") for _ in range(3))
+    bias = rng.standard_normal((1, 3, 4, 4)).astype("float32")
+    mask = np.ones((2, 1, 1, 4), bool)
+    mask[0, ..., 2:] = False
+    context = fused_attention(query, key, value, mask, scale=1.0, bias=bias)
+    scores = np.where(mask, np.einsum("bqnh,bknh->bnqk", query, key) + bias, -1e30)
+    probabilities = np.exp(scores - scores.max(-1, keepdims=True))
+    probabilities /= probabilities.sum(-1, keepdims=True)
+    expected = np.einsum("bnqk,bknh->bqnh", probabilities, value)
+    np.testing.assert_allclose(to_numpy(context), expected, atol=1e-5)
+
+
+def test_reshape_equals_numpy():
+    x = np.arange(24.0, dtype="float32").reshape(2, 3, 4)
+    for shape in [(2, 3, 2, 2), (6, 4), (2, -1)]:
+        np.testing.assert_array_equal(to_numpy(reshape(keras.ops.convert_to_tensor(x), shape)), x.reshape(shape))
+
+
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+def test_rms_normalization_matches_numpy_in_float32(dtype):
+    """Statistics in float32 whatever the input dtype; the result cast to `dtype` (atol 1e-6, bfloat16 1e-2)."""
+    rng = np.random.default_rng(2)
+    x = (rng.standard_normal((2, 3, 8)) * 300).astype("float32")  # x² overflows float16, not float32
+    scale = rng.standard_normal(8).astype("float32")
+    outputs = rms_normalization(keras.ops.cast(x, dtype), keras.Variable(scale), 1e-6, dtype)
+    assert keras.backend.standardize_dtype(outputs.dtype) == dtype
+    x = to_numpy(keras.ops.cast(keras.ops.cast(x, dtype), "float32"))
+    expected = x / np.sqrt(np.mean(x**2, -1, keepdims=True) + 1e-6) * scale
+    atol = 1e-6 if dtype == "float32" else 1e-2 * np.abs(expected).max()
+    np.testing.assert_allclose(to_numpy(keras.ops.cast(outputs, "float32")), expected, atol=atol)

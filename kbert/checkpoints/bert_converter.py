@@ -256,7 +256,6 @@ class BertConverter(Converter):
         return pairs
 
 
-
 register_converter(BertConverter(("bert",), "bert.", bert_arguments))
 register_converter(
     BertConverter(("roberta", "xlm-roberta", "camembert"), "roberta.", roberta_arguments)

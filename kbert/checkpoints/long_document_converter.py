@@ -83,7 +83,6 @@ def _longformer_arguments(config):
     return dict(arguments, attention="longformer", attention_kwargs=kwargs)
 
 
-
 register_converter(BertConverter(("big_bird",), "bert.", _big_bird_arguments, pooler="pooler"))
 register_converter(
     BertConverter(

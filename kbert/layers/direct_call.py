@@ -1,4 +1,5 @@
 import inspect
+import weakref
 
 import keras
 
@@ -46,17 +47,36 @@ class DirectCall:
             return False
         if not keras.ops.is_tensor(args[0]):  # a NumPy array, a symbolic KerasTensor
             return False
-        dtype = keras.backend.standardize_dtype(args[0].dtype)
+        input_dtype = _direct_input_dtype(self)
         return (
-            (dtype == self.input_dtype or not keras.backend.is_float_dtype(dtype))
-            and self.compute_dtype == self.variable_dtype
-            and self.quantization_mode is None
+            input_dtype is not None
+            and (args[0].dtype == input_dtype or not args[0].dtype.is_floating_point)
             and self.activity_regularizer is None
             and getattr(self, "_remat_mode", None) is None
             and ("training" in kwargs or not _call_takes_training(type(self)))
         )
 
 
+def _direct_input_dtype(layer):
+    """The PyTorch dtype of the layer's float inputs where its dtype policy allows a direct call, else None.
+
+    A direct call needs no autocast (compute dtype = variable dtype) and no
+    quantized call. Cached per layer until its dtype policy object changes
+    (`quantize()` and a new `dtype_policy` both replace it; a
+    `DTypePolicyMap`, which changes in place, is read afresh each call):
+    reading the policy's dtypes costs more than the rest of the check.
+    """
+    policy = layer.dtype_policy
+    cached = _INPUT_DTYPES.get(layer)
+    if cached is None or cached[0] is not policy or isinstance(policy, keras.dtype_policies.DTypePolicyMap):
+        allowed = layer.compute_dtype == layer.variable_dtype and layer.quantization_mode is None
+        input_dtype = keras.ops.convert_to_tensor(0, layer.input_dtype).dtype if allowed else None
+        cached = (policy, input_dtype)
+        _INPUT_DTYPES[layer] = cached
+    return cached[1]
+
+
+_INPUT_DTYPES = weakref.WeakKeyDictionary()
 _TAKES_TRAINING = {}
 
 

@@ -2,7 +2,7 @@ import keras
 from keras import ops
 
 from kbert.arguments import positive_int, probability
-from kbert.backend_utils import fused_attention, fused_attention_supports
+from kbert.backend_utils import fused_attention, fused_attention_supports, reshape
 from kbert.layers.attention_mask import MASKED_SCORE, merge_attention_masks
 from kbert.layers.direct_call import DirectCall
 from kbert.layers.dropout import apply_dropout
@@ -143,7 +143,7 @@ class MultiHeadAttention(DirectCall, keras.layers.Layer):
     def split_heads(self, x, head_dim):
         """`(batch, length, heads*head_dim)` -> `(batch, length, heads, head_dim)`."""
         shape = ops.shape(x)
-        return ops.reshape(x, (shape[0], shape[1], self.num_heads, head_dim))
+        return reshape(x, (shape[0], shape[1], self.num_heads, head_dim))
 
     def call(
         self,
@@ -176,7 +176,7 @@ class MultiHeadAttention(DirectCall, keras.layers.Layer):
     def merge_heads(self, context):
         """`(batch, length, heads, value_dim)` -> `(batch, length, heads*value_dim)`."""
         shape = ops.shape(context)
-        return ops.reshape(context, (shape[0], shape[1], self.num_heads * self.value_dim))
+        return reshape(context, (shape[0], shape[1], self.num_heads * self.value_dim))
 
     def attend_with_probabilities(self, query, key, value, mask=None, training=None):
         """`attend` computed explicitly: `(context, probabilities (batch, heads, query, key))`."""

@@ -1,7 +1,7 @@
 import keras
-from keras import ops
 
 from kbert.arguments import positive_number
+from kbert.backend_utils import rms_normalization
 from kbert.layers.direct_call import DirectCall
 
 
@@ -40,9 +40,7 @@ class RMSNormalization(DirectCall, keras.layers.Layer):
         self.built = True
 
     def call(self, inputs):
-        # Keras computes in float32 (PyTorch's fused `rms_norm` on PyTorch).
-        normalized = ops.rms_normalization(inputs, self.scale, axis=-1, epsilon=self.epsilon)
-        return ops.cast(normalized, self.compute_dtype)
+        return rms_normalization(inputs, self.scale, self.epsilon, self.compute_dtype)
 
     def compute_output_shape(self, inputs_shape):
         return tuple(inputs_shape)

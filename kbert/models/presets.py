@@ -352,6 +352,8 @@ def elmo_small(**overrides):
     3,521,760 parameters.
     """
     return build("elmo_small", **overrides)
+
+
 def bart_tiny(**overrides):
     """A tiny BART of kbert's own (2+2 layers, d 128, 2 heads): 7,673,049 parameters.
 

@@ -508,8 +508,6 @@ def _checked_layer_heads(name, layer_heads, num_layers, num_heads):
     return heads
 
 
-
-
 def seq2seq_inputs(encoder_token_ids, target_ids, pad_id=PAD_ID, start_id=PAD_ID):
     """Teacher-forcing inputs for `kbert.tasks.Seq2SeqLM.fit(inputs, target_ids)`, from NumPy arrays.
 

@@ -57,7 +57,6 @@ def test_missing_files(tmp_path):
         kbert.models.from_huggingface(tmp_path)
 
 
-
 # --- A checkpoint whose config.json and tensors disagree, or that cannot be read ------
 
 

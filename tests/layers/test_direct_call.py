@@ -65,6 +65,19 @@ def test_keras_keeps_what_it_would_change(keras_calls):
 
 
 @pytest.mark.skipif(BACKEND != "torch", reason="only eager PyTorch calls directly")
+def test_a_policy_changed_after_a_direct_call_goes_through_keras(keras_calls):
+    """The policy facts are cached per layer: quantizing or a new policy must be seen."""
+    quantized, mixed = built_dense(), built_dense()
+    quantized(inputs()), mixed(inputs())  # direct: the facts are cached
+    assert keras_calls == []
+    quantized.quantize("int8", type_check=False)
+    quantized(inputs())
+    mixed.dtype_policy = "mixed_bfloat16"
+    assert keras.backend.standardize_dtype(mixed(inputs()).dtype) == "bfloat16"
+    assert keras_calls == ["FusedDense"] * 2
+
+
+@pytest.mark.skipif(BACKEND != "torch", reason="only eager PyTorch calls directly")
 def test_training_must_be_explicit_where_call_takes_it(keras_calls):
     """Keras would read an omitted `training` from the outer call; a layer without one drops it."""
     attention = MultiHeadAttention(num_heads=2, key_dim=2)

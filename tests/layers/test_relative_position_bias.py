@@ -82,7 +82,6 @@ def test_known_buckets():
 
 @pytest.mark.parametrize("bidirectional", [True, False])
 def test_values_match_numpy(bidirectional):
-    rng = np.random.default_rng(1)
     layer = RelativePositionBias(HEADS, num_buckets=8, max_distance=20, bidirectional=bidirectional)
     query, key = np.zeros((2, 30, 4), "float32"), np.zeros((2, 33, 4), "float32")
     outputs = to_numpy(layer(query, key))

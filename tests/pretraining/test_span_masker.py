@@ -107,7 +107,6 @@ def test_spans_are_whole_words():
     flags = masked_flags(out, ids.shape)
     rows, starts, ends = runs_of(flags)
 
-
     def starts_word(row, position):  # a ## piece after a non-special token continues a word
         return not (continuation[ids[row, position]] and ids[row, position - 1] not in SPECIAL)
 

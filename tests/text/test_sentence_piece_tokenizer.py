@@ -1,6 +1,5 @@
 """SentencePieceTokenizer and train_sentence_piece, checked against the `sentencepiece` package."""
 
-import numpy as np
 import pytest
 
 from kbert.text import SentencePieceTokenizer, train_sentence_piece
