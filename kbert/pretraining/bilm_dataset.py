@@ -26,8 +26,12 @@ PAD_ID, UNKNOWN_ID = 0, 1
 MIN_SEQUENCE_LENGTH = 2
 
 
-def _sentence_words(document):
-    """A document's words, each sentence wrapped in `<S>` and `</S>`."""
+def sentence_words(document):
+    """A document's words (a list of sentences), each sentence wrapped in `<S>` and `</S>`.
+
+    >>> sentence_words(["Hello, world.", "Bye"])
+    ['<S>', 'Hello', ',', 'world', '.', '</S>', '<S>', 'Bye', '</S>']
+    """
     words = []
     for sentence in document:
         words.extend(["<S>", *text.split_words(sentence), "</S>"])
@@ -68,7 +72,7 @@ class _Windows:
     def windows(self):
         length = self.sequence_length
         for document in _documents(self.sources):
-            words = _sentence_words(document)
+            words = sentence_words(document)
             for start in range(0, len(words) - 1, length):  # a window of one word predicts nothing
                 yield words[start : start + length]
 

@@ -17,7 +17,7 @@ from kbert.backend_utils import lazy_import
 from kbert.models.presets import build
 from kbert.pretraining.bilm_dataset import (
     UNKNOWN_ID,
-    _sentence_words,
+    sentence_words,
     bilm_dataset,
     learn_word_vocabulary,
 )
@@ -60,7 +60,7 @@ def _unigram_perplexity(train_documents, vocabulary, held_out):
     word_ids = {word: index for index, word in enumerate(vocabulary)}
     counts = np.ones(len(vocabulary))
     for document in train_documents:
-        for word in _sentence_words(document.splitlines()):
+        for word in sentence_words(document.splitlines()):
             counts[word_ids.get(word, UNKNOWN_ID)] += 1
     log_probabilities = np.log(counts / counts.sum())
     total = count = 0.0

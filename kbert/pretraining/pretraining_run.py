@@ -334,7 +334,7 @@ def _title(metrics):
             f"(most frequent token {metrics['most_frequent_token_accuracy']:.3f})")
 
 
-def _held_out_dataset(held_out_documents, seed, data):
+def held_out_dataset(held_out_documents, seed, data):
     """`(dataset, batches)`: the held-out documents masked once, cached, and their batch count."""
     held_out = pretraining_dataset(held_out_documents, seed=seed + 1, masking="static",
                                    dupe_factor=1, repeat=False, **data)
@@ -419,7 +419,7 @@ def run_pretraining(
     data = dict(tokenizer=tokenizer, objective=objective, sequence_length=sequence_length,
                 batch_size=batch_size)
     train = pretraining_dataset(train_documents, seed=seed, **data)
-    held_out, held_out_batches = _held_out_dataset(held_out_documents, seed, data)
+    held_out, held_out_batches = held_out_dataset(held_out_documents, seed, data)
     log(f"Pretraining {model} ({backbone.count_params():,} parameters) with {objective} "
         f"for {steps} steps of {batch_size} x {sequence_length} on {keras.backend.backend()} ...")
     run.fit(pretrainer, train, min(STEPS_PER_EPOCH, steps), callbacks, verbose=1 if log is print else 2)
