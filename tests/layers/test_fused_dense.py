@@ -70,3 +70,35 @@ def test_mixed_precision_computes_in_bfloat16():
     outputs = layer(random_floats(np.random.default_rng(3), (BATCH, WIDTH)))
     assert keras.backend.standardize_dtype(outputs.dtype) == "bfloat16"
     assert layer.kernel.dtype == "float32"
+
+
+@pytest.mark.skipif(keras.backend.backend() != "torch", reason="the (out, in) copy is PyTorch's")
+def test_few_row_inference_copy_follows_the_kernel():
+    """Decoding-sized calls without gradients read a cached (out, in) copy of the kernel: it must
+    give the same outputs, and follow `assign` and `set_weights` (atol 1e-6 against NumPy)."""
+    import torch
+
+    from kbert import backend_utils
+
+    layer = FusedDense(UNITS, bias_initializer="random_normal")
+    x = random_floats(np.random.default_rng(3), (BATCH, 1, WIDTH))  # 2 rows
+    layer.build(x.shape)
+    with torch.no_grad():
+        for step in range(3):
+            np.testing.assert_allclose(to_numpy(layer(x)), np_dense(x, *dense_weights(layer)), atol=1e-6)
+            assert id(layer.kernel.value) in backend_utils._LINEAR_WEIGHTS
+            if step == 0:
+                layer.kernel.assign(layer.kernel.numpy() * -2.0)
+            else:
+                layer.set_weights([w + 1.0 for w in layer.get_weights()])
+    copies = len(backend_utils._LINEAR_WEIGHTS)
+    layer(x)  # gradients on: the transposed view, no new copy
+    many_rows = random_floats(np.random.default_rng(4), (BATCH, backend_utils.FEW_ROWS, WIDTH))
+    with torch.no_grad():
+        layer(many_rows)
+    assert len(backend_utils._LINEAR_WEIGHTS) == copies
+    del layer
+    import gc
+
+    gc.collect()
+    assert len(backend_utils._LINEAR_WEIGHTS) == copies - 1  # dropped with its variable
