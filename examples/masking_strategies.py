@@ -1,6 +1,6 @@
 """The BERT paper's masking-strategy ablation (its Table 8), at small scale.
 
-    KERAS_BACKEND=jax python examples/masking_strategies.py [--steps 500] [--output FILE]
+    KERAS_BACKEND=jax python examples/masking_strategies.py [--steps 2000] [--output FILE]
 
 The same small BERT (bert_tiny widened to 4 layers: H 128, 2 heads; pre-LN,
 no dropout, as `kbert pretrain` trains it) is pretrained four times with the
@@ -24,7 +24,8 @@ piece (the BERT paper's NER recipe); the score is macro F1 over the five tags.
 The paper's numbers (BERT-base; MNLI dev accuracy, CoNLL-2003 NER dev F1)
 are printed beside ours. The paper found the differences small, with
 100% [MASK] worst for the feature-based route, where the encoder never sees
-`[MASK]` at test time; on this toy scale expect differences within a point.
+`[MASK]` at test time. At this scale the feature-based gap is larger (see
+examples/results/masking_strategies.txt: 58.3 for 100/0/0 against 70.6 for 80/10/10).
 """
 
 import argparse
@@ -150,7 +151,7 @@ def table(results, args):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--steps", type=int, default=500, help="pretraining steps per strategy")
+    parser.add_argument("--steps", type=int, default=2000, help="pretraining steps per strategy")
     parser.add_argument("--batch-size", type=int, default=32)
     parser.add_argument("--length", type=int, default=64)
     parser.add_argument("--vocabulary-size", type=int, default=4000)
