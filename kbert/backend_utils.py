@@ -196,8 +196,9 @@ def fused_attention(query, key, value, mask, scale, dropout_rate=0.0, bias=None)
 
     query, key, value = (torch.transpose(_torch_tensor(x), 1, 2) for x in (query, key, value))
     if mask is not None:
-        zero = torch.zeros((), dtype=torch.float32, device=query.device) if bias is None else _torch_tensor(bias).float()
-        bias = torch.where(_torch_tensor(mask), zero, masked)
+        if bias is None:
+            bias = torch.zeros((), dtype=torch.float32, device=query.device)
+        bias = torch.where(_torch_tensor(mask), _torch_tensor(bias).float(), masked)
     if bias is not None:
         bias = _torch_tensor(bias).to(query.dtype)
     context = torch.nn.functional.scaled_dot_product_attention(
@@ -265,7 +266,7 @@ def _linear_weight(inputs, kernel):
     A transposed view, except in eager inference on at most `FEW_ROWS` rows
     (a decoding step), where it is a contiguous copy kept until the kernel
     changes: on the CPU, a matmul of few rows reads a `(out, in)` weight
-    20–40% faster than the transposed view of an `(in, out)` one, and at
+    20–25% faster than the transposed view of an `(in, out)` one, and at
     those sizes reading the weight is all the time it takes. The copy costs
     the memory of the kernels used so, as long as the variable lives.
     """

@@ -17,9 +17,9 @@ from kbert.backend_utils import lazy_import
 from kbert.models.presets import build
 from kbert.pretraining.bilm_dataset import (
     UNKNOWN_ID,
-    sentence_words,
     bilm_dataset,
     learn_word_vocabulary,
+    sentence_words,
 )
 from kbert.pretraining.bilm_pretrainer import BiLMPretrainer
 from kbert.pretraining.run_outputs import (
