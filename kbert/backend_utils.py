@@ -152,14 +152,15 @@ def fused_attention_supports(dtype):
     """
     import keras
 
-    if keras.backend.standardize_dtype(dtype) != "float16" or keras.backend.backend() != "jax":
+    if keras.backend.backend() != "jax" or keras.backend.standardize_dtype(dtype) != "float16":
         return True
     import jax
 
     return jax.default_backend() != "cpu"
 
 
-def fused_attention(query, key, value, mask, scale, dropout_rate=0.0, bias=None):
+def fused_attention(query, key, value, mask, scale, dropout_rate=0.0, bias=None,
+                    key_value_heads_first=False):
     """Softmax attention in the backend's fused kernel, in Keras' `(batch, length, heads, head_dim)` layout.
 
     Computes `softmax(scale · q·kᵀ + bias)·v` over the keys `mask` keeps.
@@ -175,6 +176,9 @@ def fused_attention(query, key, value, mask, scale, dropout_rate=0.0, bias=None)
     takes `dropout_rate` (on the probabilities, from PyTorch's generator, as
     Keras' unseeded dropout draws on PyTorch); on TensorFlow and JAX,
     `keras.ops.dot_product_attention` has no dropout and `dropout_rate` must be 0.
+    With `key_value_heads_first`, `key` and `value` come as `(batch, heads,
+    length, head_dim)` (a key/value cache's layout), which PyTorch's kernel
+    takes as they are.
 
     >>> import numpy as np
     >>> q = np.ones((1, 3, 2, 4), "float32")
@@ -187,6 +191,8 @@ def fused_attention(query, key, value, mask, scale, dropout_rate=0.0, bias=None)
     if keras.backend.backend() != "torch":
         if dropout_rate:
             raise ValueError("fused_attention takes a dropout rate only on PyTorch.")
+        if key_value_heads_first:
+            key, value = (keras.ops.transpose(x, (0, 2, 1, 3)) for x in (key, value))
         if mask is not None:  # additive and finite, so a row with every key masked stays finite
             bias = keras.ops.where(mask, 0.0 if bias is None else keras.ops.cast(bias, "float32"), masked)
         if bias is not None:
@@ -194,7 +200,9 @@ def fused_attention(query, key, value, mask, scale, dropout_rate=0.0, bias=None)
         return keras.ops.dot_product_attention(query, key, value, bias=bias, scale=scale)
     import torch
 
-    query, key, value = (torch.transpose(_torch_tensor(x), 1, 2) for x in (query, key, value))
+    query = torch.transpose(_torch_tensor(query), 1, 2)
+    if not key_value_heads_first:
+        key, value = (torch.transpose(_torch_tensor(x), 1, 2) for x in (key, value))
     if mask is not None:
         if bias is None:
             bias = torch.zeros((), dtype=torch.float32, device=query.device)
@@ -333,7 +341,7 @@ def rms_normalization(x, scale, epsilon, dtype):
     normalized = torch.nn.functional.rms_norm(
         x.to(compute_dtype), (x.shape[-1],), _torch_tensor(scale).to(compute_dtype), epsilon
     )
-    return normalized.to(getattr(torch, keras.backend.standardize_dtype(dtype)))
+    return normalized.to(_torch_dtype(dtype))
 
 
 def _torch_tensor(x):
@@ -350,6 +358,19 @@ def _torch_tensor(x):
     if isinstance(x, keras.Variable):
         return x.value
     return keras.ops.convert_to_tensor(x)
+
+
+def _torch_dtype(name):
+    """The PyTorch dtype of a Keras dtype name (cached per name). PyTorch only."""
+    if name not in _TORCH_DTYPES:
+        import keras
+        import torch
+
+        _TORCH_DTYPES[name] = getattr(torch, keras.backend.standardize_dtype(name))
+    return _TORCH_DTYPES[name]
+
+
+_TORCH_DTYPES = {}
 
 
 def _dtype_name(x):

@@ -8,19 +8,22 @@ from kbert.layers.multi_head_attention import MultiHeadAttention, mask_heads
 CACHE_WRITES = ("functional", "in_place")
 
 
-def _write_cache(cache, update, index, cache_write):
-    """`cache` `(batch, heads, 2, length, key_dim)` with `update` written from position `index`.
+def _write_cache(cache, keys, values, index, cache_write):
+    """`cache` `(batch, heads, 2, length, key_dim)` with `keys` and `values` written from position `index`.
 
+    `keys` and `values` are `(batch, heads, steps, key_dim)`.
     `cache_write="in_place"` overwrites `cache` itself on PyTorch, where a
     functional update copies the whole cache at every step; XLA (TensorFlow,
     JAX) already reuses a loop's buffer, so elsewhere the update stays functional.
     """
-    update = ops.cast(update, cache.dtype)
     if cache_write == "in_place" and keras.backend.backend() == "torch":
         import torch
 
-        positions = torch.arange(update.shape[3], device=cache.device) + index
-        return cache.index_copy_(3, positions, update)
+        positions = torch.arange(keys.shape[2], device=cache.device) + index
+        for slot, update in enumerate((keys, values)):
+            cache[:, :, slot].index_copy_(2, positions, update.to(cache.dtype))
+        return cache
+    update = ops.cast(ops.stack([keys, values], axis=2), cache.dtype)
     return ops.slice_update(cache, [0, 0, 0, index, 0], update)
 
 
@@ -104,14 +107,14 @@ class CachedMultiHeadAttention(MultiHeadAttention):
         Returns `(batch, heads, 2, length, key_dim)`.
         """
         self._check_cacheable()
-        return self._project(value, value)
+        # Stacking the transposed heads lays them out contiguously.
+        return ops.stack(self._project(value, value), axis=2)
 
     def _project(self, key, value):
-        """Projected keys and values `(batch, heads, 2, length, key_dim)`."""
-        # Stacking the transposed heads lays them out contiguously.
+        """Projected keys and values, each `(batch, heads, length, key_dim)`."""
         k = ops.transpose(self.split_heads(self.key_dense(key), self.key_dim), (0, 2, 1, 3))
         v = ops.transpose(self.split_heads(self.value_dense(value), self.value_dim), (0, 2, 1, 3))
-        return ops.stack([k, v], axis=2)
+        return k, v
 
     def _check_cacheable(self):
         if self.value_dim != self.key_dim:
@@ -161,7 +164,7 @@ class CachedMultiHeadAttention(MultiHeadAttention):
                 f"received shape {tuple(cache.shape)}."
             )
         if cache_update_index is not None:
-            cache = _write_cache(cache, self._project(key, value), cache_update_index, cache_write)
+            cache = _write_cache(cache, *self._project(key, value), cache_update_index, cache_write)
         context = self._attend_to_cache(q, cache, mask, attention_bias, training)
         return self._output(context, head_mask), cache
 
@@ -175,8 +178,8 @@ class CachedMultiHeadAttention(MultiHeadAttention):
         The key and value slices of the heads-first cache reach the kernel
         as strided views (`fused_attention` takes them without a copy on PyTorch).
         """
-        key, value = (ops.transpose(cache[:, :, slot], (0, 2, 1, 3)) for slot in (0, 1))
-        return self.attend(query, key, value, mask=mask, training=training, bias=bias)
+        return self.attend(query, cache[:, :, 0], cache[:, :, 1], mask=mask, training=training,
+                           bias=bias, key_value_heads_first=True)
 
     def compute_output_spec(self, query, value=None, key=None, *args, cache=None,
                             return_probabilities=False, **kwargs):

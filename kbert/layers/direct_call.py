@@ -1,5 +1,4 @@
 import inspect
-import weakref
 
 import keras
 
@@ -61,22 +60,23 @@ def _direct_input_dtype(layer):
     """The PyTorch dtype of the layer's float inputs where its dtype policy allows a direct call, else None.
 
     A direct call needs no autocast (compute dtype = variable dtype) and no
-    quantized call. Cached per layer until its dtype policy object changes
+    quantized call. Kept in the layer's `__dict__` (outside Keras' and
+    PyTorch's attribute tracking) until its dtype policy object changes
     (`quantize()` and a new `dtype_policy` both replace it; a
     `DTypePolicyMap`, which changes in place, is read afresh each call):
     reading the policy's dtypes costs more than the rest of the check.
     """
     policy = layer.dtype_policy
-    cached = _INPUT_DTYPES.get(layer)
-    if cached is None or cached[0] is not policy or isinstance(policy, keras.dtype_policies.DTypePolicyMap):
-        allowed = layer.compute_dtype == layer.variable_dtype and layer.quantization_mode is None
-        input_dtype = keras.ops.convert_to_tensor(0, layer.input_dtype).dtype if allowed else None
-        cached = (policy, input_dtype)
-        _INPUT_DTYPES[layer] = cached
-    return cached[1]
+    cached = layer.__dict__.get("_direct_input_dtype")
+    if cached is not None and cached[0] is policy:
+        return cached[1]
+    allowed = layer.compute_dtype == layer.variable_dtype and layer.quantization_mode is None
+    input_dtype = keras.ops.convert_to_tensor(0, layer.input_dtype).dtype if allowed else None
+    if not isinstance(policy, keras.dtype_policies.DTypePolicyMap):
+        layer.__dict__["_direct_input_dtype"] = (policy, input_dtype)
+    return input_dtype
 
 
-_INPUT_DTYPES = weakref.WeakKeyDictionary()
 _TAKES_TRAINING = {}
 
 

@@ -182,7 +182,8 @@ class MultiHeadAttention(DirectCall, keras.layers.Layer):
         """`attend` computed explicitly: `(context, probabilities (batch, heads, query, key))`."""
         return self._explicit_attention(query, key, value, mask, None, training)
 
-    def attend(self, query, key, value, mask=None, training=None, bias=None):
+    def attend(self, query, key, value, mask=None, training=None, bias=None,
+               key_value_heads_first=False):
         """The scoring kernel: softmax attention of projected heads.
 
         Args:
@@ -193,6 +194,8 @@ class MultiHeadAttention(DirectCall, keras.layers.Layer):
             training: whether attention dropout is active.
             bias: float, broadcastable like `mask`, added to the scaled scores
                 (T5's relative position bias), or None.
+            key_value_heads_first: `key` and `value` come as `(batch, heads,
+                key_length, head_dim)`, a key/value cache's layout.
 
         Returns:
             `(batch, query_length, heads, value_dim)`.
@@ -203,11 +206,12 @@ class MultiHeadAttention(DirectCall, keras.layers.Layer):
         same_width = query.shape[-1] == value.shape[-1]
         fused = same_width and fused_attention_supports(query.dtype)
         dropping = training and self.dropout > 0
-        if fused and not dropping:
-            return fused_attention(query, key, value, mask, self.score_scale, bias=bias)
-        if fused and keras.backend.backend() == "torch":
-            rate = self.dropout_layer.rate
-            return fused_attention(query, key, value, mask, self.score_scale, rate, bias)
+        if fused and (not dropping or keras.backend.backend() == "torch"):
+            rate = self.dropout_layer.rate if dropping else 0.0
+            return fused_attention(query, key, value, mask, self.score_scale, rate, bias,
+                                   key_value_heads_first)
+        if key_value_heads_first:
+            key, value = (ops.transpose(x, (0, 2, 1, 3)) for x in (key, value))
         return self._explicit_attention(query, key, value, mask, bias, training)[0]
 
     def _explicit_attention(self, query, key, value, mask, bias, training):

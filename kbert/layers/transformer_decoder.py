@@ -40,6 +40,10 @@ class TransformerDecoder(T5EncoderBlock):
         encoder_padding_mask: 0/1 `(batch, encoder_length)`.
         attention_bias: self-attention score bias, broadcastable to
             `(batch, heads, length, key_length)`.
+        self_attention_mask: bool, broadcastable to `(batch, length, key_length)`:
+            the self-attention mask to use instead of the causal one built from
+            the lengths (and `cache_update_index`); a decoding loop builds it
+            once per step for all its blocks.
         self_attention_cache, cross_attention_cache, cache_update_index: see above.
         cache_write: how the self-attention cache is updated: `"functional"`
             or `"in_place"` (see `CachedMultiHeadAttention`).
@@ -84,6 +88,7 @@ class TransformerDecoder(T5EncoderBlock):
         padding_mask=None,
         encoder_padding_mask=None,
         attention_bias=None,
+        self_attention_mask=None,
         self_attention_cache=None,
         cross_attention_cache=None,
         cache_update_index=None,
@@ -111,8 +116,8 @@ class TransformerDecoder(T5EncoderBlock):
             self.self_attention_layer_norm,
             self.self_attention_dropout,
             lambda h: self._self_attend(
-                h, padding_mask, attention_bias, self_attention_cache, cache_update_index,
-                cache_write, training, head_mask, **probabilities,
+                h, padding_mask, attention_bias, self_attention_mask, self_attention_cache,
+                cache_update_index, cache_write, training, head_mask, **probabilities,
             ),
             training,
         )
@@ -133,15 +138,17 @@ class TransformerDecoder(T5EncoderBlock):
             return x, second, cross_probabilities
         return (x, second) if caching else x
 
-    def _self_attend(self, x, padding_mask, attention_bias, cache, index, cache_write, training,
-                     head_mask=None, return_probabilities=False):
-        """Causal `SelfAttn(x)`, through `cache` (written at `index`) if given."""
-        query_length = ops.shape(x)[1]
-        key_length = query_length if cache is None else ops.shape(cache)[3]
+    def _self_attend(self, x, padding_mask, attention_bias, mask, cache, index, cache_write,
+                     training, head_mask=None, return_probabilities=False):
+        """Causal `SelfAttn(x)` (or masked by `mask`), through `cache` (written at `index`) if given."""
+        if mask is None:
+            query_length = ops.shape(x)[1]
+            key_length = query_length if cache is None else ops.shape(cache)[3]
+            mask = causal_mask(query_length, key_length, 0 if cache is None else index)
         return self.self_attention(
             x,
             padding_mask=padding_mask,
-            attention_mask=causal_mask(query_length, key_length, 0 if cache is None else index),
+            attention_mask=mask,
             attention_bias=attention_bias,
             cache=cache,
             cache_update_index=index,

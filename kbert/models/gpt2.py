@@ -7,6 +7,7 @@ from kbert.arguments import positive_int, probability
 from kbert.input_checks import ids, mask
 from kbert.layers.attention_mask import causal_padding_mask
 from kbert.layers.cached_multi_head_attention import CachedMultiHeadAttention
+from kbert.layers.dropout import apply_dropout
 from kbert.layers.position_embedding import PositionEmbedding
 from kbert.layers.reversible_embedding import ReversibleEmbedding
 from kbert.layers.sublayer_names import FINAL_LAYER_NORM
@@ -158,7 +159,7 @@ class GPT2(Backbone):
     def _embed(self, token_ids, positions, training):
         x = self.token_embedding(token_ids)
         x = x + self.position_embedding(x, positions=positions)
-        return self.embedding_dropout(x, training=training)
+        return apply_dropout(self.embedding_dropout, x, training)
 
     def _head(self, x):
         sequence_output = self.final_layer_norm(x)

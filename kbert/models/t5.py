@@ -6,6 +6,8 @@ from keras import ops
 
 from kbert.arguments import head_counts, positive_int, probability
 from kbert.input_checks import ids, mask
+from kbert.layers.attention_mask import causal_mask
+from kbert.layers.dropout import apply_dropout
 from kbert.layers.fused_dense import FusedDense
 from kbert.layers.relative_position_bias import RelativePositionBias
 from kbert.layers.reversible_embedding import ReversibleEmbedding
@@ -311,10 +313,10 @@ class T5(Backbone):
     # --- The stacks -------------------------------------------------------------
 
     def _embed(self, token_ids, training):
-        return self.embedding_dropout(self.token_embedding(token_ids), training=training)
+        return apply_dropout(self.embedding_dropout, self.token_embedding(token_ids), training)
 
     def _end_decoder(self, x, training):
-        return self.decoder_final_dropout(self.decoder_final_layer_norm(x), training=training)
+        return apply_dropout(self.decoder_final_dropout, self.decoder_final_layer_norm(x), training)
 
     def _run_encoder(self, token_ids, padding_mask, training, probabilities=False, head_masks=None):
         """`(outputs, hidden states, attention probabilities if asked)` of the encoder stack.
@@ -333,7 +335,7 @@ class T5(Backbone):
                 x, block_probabilities = x
                 layer_probabilities.append(block_probabilities)
             states.append(x)
-        x = self.encoder_final_dropout(self.encoder_final_layer_norm(x), training=training)
+        x = apply_dropout(self.encoder_final_dropout, self.encoder_final_layer_norm(x), training)
         return x, states[:-1] + [x], layer_probabilities
 
     def _run_decoder(self, token_ids, padding_mask, encoder_outputs, encoder_padding_mask,
@@ -447,9 +449,10 @@ def decode_with_caches(decoder_layers, x, index, self_caches, cross_caches, enco
                        cache_write, attention_biases=None):
     """`x` `(batch, 1, width)` at position `index` through every `TransformerDecoder` block and
     its caches: `(outputs, updated self-attention caches)`; `attention_biases`, if given,
-    holds each block's self-attention score bias."""
+    holds each block's self-attention score bias. The causal mask is built once for all blocks."""
     updated = []
     biases = attention_biases or [None] * len(decoder_layers)
+    mask = causal_mask(1, ops.shape(self_caches[0])[3], index)
     for block, cache, cross, bias in zip(decoder_layers, self_caches, cross_caches, biases):
         x, cache = block(
             x,
@@ -460,6 +463,7 @@ def decode_with_caches(decoder_layers, x, index, self_caches, cross_caches, enco
             cache_write=cache_write,
             training=False,
             attention_bias=bias,
+            self_attention_mask=mask,
         )
         updated.append(cache)
     return x, tuple(updated)

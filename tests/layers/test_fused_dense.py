@@ -91,14 +91,15 @@ def test_few_row_inference_copy_follows_the_kernel():
                 layer.kernel.assign(layer.kernel.numpy() * -2.0)
             else:
                 layer.set_weights([w + 1.0 for w in layer.get_weights()])
-    copies = len(backend_utils._LINEAR_WEIGHTS)
+    copies = set(backend_utils._LINEAR_WEIGHTS)  # other layers' copies may go with them meanwhile
     layer(x)  # gradients on: the transposed view, no new copy
     many_rows = random_floats(np.random.default_rng(4), (BATCH, backend_utils.FEW_ROWS, WIDTH))
     with torch.no_grad():
         layer(many_rows)
-    assert len(backend_utils._LINEAR_WEIGHTS) == copies
+    assert set(backend_utils._LINEAR_WEIGHTS) <= copies
+    kernel_id = id(layer.kernel.value)
     del layer
     import gc
 
     gc.collect()
-    assert len(backend_utils._LINEAR_WEIGHTS) == copies - 1  # dropped with its variable
+    assert kernel_id not in backend_utils._LINEAR_WEIGHTS  # dropped with its variable
