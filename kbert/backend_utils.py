@@ -159,6 +159,19 @@ def fused_attention_supports(dtype):
     return jax.default_backend() != "cpu"
 
 
+def masked_score(dtype):
+    """The additive bias of a masked attention score in `dtype`: large, negative and finite.
+
+    `-0.7` times the largest float16 or float32 (by `dtype`), so that adding
+    it to a score cannot overflow to `-inf` (a row with every key masked stays
+    finite, where `-inf` would give NaNs).
+
+    >>> masked_score("float16")
+    -45852.8
+    """
+    return -0.7 * float(np.finfo(np.float16 if dtype == "float16" else np.float32).max)
+
+
 def fused_attention(query, key, value, mask, scale, dropout_rate=0.0, bias=None,
                     key_value_heads_first=False):
     """Softmax attention in the backend's fused kernel, in Keras' `(batch, length, heads, head_dim)` layout.
@@ -187,7 +200,7 @@ def fused_attention(query, key, value, mask, scale, dropout_rate=0.0, bias=None,
     """
     import keras
 
-    masked = -0.7 * float(np.finfo(np.float16 if _dtype_name(query) == "float16" else np.float32).max)
+    masked = masked_score(_dtype_name(query))
     if keras.backend.backend() != "torch":
         if dropout_rate:
             raise ValueError("fused_attention takes a dropout rate only on PyTorch.")

@@ -1,6 +1,9 @@
 """Merging of `padding_mask` and `attention_mask` into one boolean mask, and the masked score."""
 
+import keras
 from keras import ops
+
+from kbert.backend_utils import masked_score
 
 # Stand-in for -inf on masked attention scores and logits. kbert applies it to
 # float32 values only (softmax runs in float32 under every dtype policy,
@@ -39,6 +42,27 @@ def merge_attention_masks(padding_mask=None, attention_mask=None):
         merged = ops.cast(attention_mask, "bool")[:, None, :, :]
         mask = merged if mask is None else ops.logical_and(mask, merged)
     return mask
+
+
+def fold_padding_mask(bias, padding_mask):
+    """`bias` `(1 or batch, heads, query, key)` with the keys that `padding_mask` drops masked.
+
+    One additive tensor `(batch, heads, query, key)` for all of a stack's
+    blocks, built once (T5's position bias with its padding mask, as
+    transformers builds it), where a mask beside the bias costs each block a
+    pass over a tensor of that size. Masked scores get `masked_score` of the
+    bias's dtype; a `padding_mask` of None leaves `bias` as it is.
+
+    >>> bias = ops.zeros((1, 1, 1, 3))
+    >>> folded = fold_padding_mask(bias, ops.convert_to_tensor([[1, 1, 0]]))
+    >>> (ops.convert_to_numpy(folded)[0, 0, 0] < -1e38).tolist()
+    [False, False, True]
+    """
+    if padding_mask is None:
+        return bias
+    keep = ops.cast(padding_mask, "bool")[:, None, None, :]
+    dtype = keras.backend.standardize_dtype(bias.dtype)
+    return ops.where(keep, bias, ops.cast(masked_score(dtype), dtype))
 
 
 def causal_mask(query_length, key_length, offset=0):

@@ -108,8 +108,10 @@ class RelativePositionBias(DirectCall, keras.layers.Layer):
         query_positions = ops.arange(query_length, dtype="int32") + ops.cast(query_offset, "int32")
         key_positions = ops.arange(key_length, dtype="int32")
         buckets = self.bucket(key_positions[None, :] - query_positions[:, None])
-        values = ops.take(ops.cast(self.embeddings, self.compute_dtype), buckets, axis=0)
-        return ops.expand_dims(ops.transpose(values, (2, 0, 1)), 0)
+        # Heads first before the lookup, so that the result is laid out as
+        # returned (a fused attention kernel copies a strided bias at every call).
+        table = ops.transpose(ops.cast(self.embeddings, self.compute_dtype))
+        return ops.expand_dims(ops.take(table, buckets, axis=1), 0)
 
     def compute_output_shape(self, query_shape, key_shape=None):
         key_shape = query_shape if key_shape is None else key_shape

@@ -6,7 +6,7 @@ from keras import ops
 
 from kbert.arguments import head_counts, positive_int, probability
 from kbert.input_checks import ids, mask
-from kbert.layers.attention_mask import causal_mask
+from kbert.layers.attention_mask import causal_mask, fold_padding_mask
 from kbert.layers.dropout import apply_dropout
 from kbert.layers.fused_dense import FusedDense
 from kbert.layers.relative_position_bias import RelativePositionBias
@@ -325,11 +325,12 @@ class T5(Backbone):
         block's output, the last one after the final norm and dropout.
         """
         x = self._embed(token_ids, training)
-        biases = self._layer_biases("encoder", self.encoder_position_bias(x))
+        bias = fold_padding_mask(self.encoder_position_bias(x), padding_mask)
+        biases = self._layer_biases("encoder", bias)
         states, layer_probabilities = [x], []
         head_masks = head_masks or [None] * len(self.encoder_layers)
         for block, head_mask, bias in zip(self.encoder_layers, head_masks, biases):
-            x = block(x, padding_mask=padding_mask, attention_bias=bias, training=training,
+            x = block(x, attention_bias=bias, training=training,
                       return_attention_probabilities=probabilities, head_mask=head_mask)
             if probabilities:
                 x, block_probabilities = x
