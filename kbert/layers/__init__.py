@@ -8,6 +8,7 @@ from kbert.layers.character_cnn import CharacterCNN
 from kbert.layers.fused_dense import FusedDense
 from kbert.layers.highway import Highway
 from kbert.layers.language_model_head import LanguageModelHead
+from kbert.layers.layer_normalization import LayerNormalization
 from kbert.layers.longformer_attention import LongformerAttention
 from kbert.layers.masked_lm_head import MaskedLMHead
 from kbert.layers.multi_head_attention import MultiHeadAttention
@@ -28,6 +29,7 @@ from kbert.layers.vocabulary_head import VocabularyHead
 __all__ = [
     "BigBirdAttention",
     "LanguageModelHead",
+    "LayerNormalization",
     "LongformerAttention",
     "CachedMultiHeadAttention",
     "FusedDense",

@@ -7,6 +7,7 @@ from kbert.layers.direct_call import DirectCall
 from kbert.layers.dropout import apply_dropout
 from kbert.layers.fused_dense import FusedDense
 from kbert.layers.initializers import clone_initializer
+from kbert.layers.layer_normalization import LayerNormalization
 from kbert.layers.multi_head_attention import probabilities_spec
 from kbert.layers.rms_normalization import RMSNormalization
 
@@ -134,7 +135,7 @@ class T5EncoderBlock(DirectCall, keras.layers.Layer):
 
     def _norm(self, width, name):
         if self.normalization == "layer":
-            norm = keras.layers.LayerNormalization(
+            norm = LayerNormalization(
                 epsilon=self.layer_norm_epsilon, dtype=self.dtype_policy, name=name
             )
         else:

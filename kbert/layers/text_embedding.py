@@ -4,6 +4,7 @@ from keras import ops
 from kbert.arguments import non_negative_int, positive_int, positive_number, probability
 from kbert.input_checks import check_ids_in_range
 from kbert.layers.fused_dense import FusedDense
+from kbert.layers.layer_normalization import LayerNormalization
 from kbert.layers.position_embedding import PositionEmbedding
 from kbert.layers.reversible_embedding import ReversibleEmbedding
 
@@ -95,7 +96,7 @@ class TextEmbedding(keras.layers.Layer):
                 dtype=self.dtype_policy,
                 name="segment_embedding",
             )
-        self.layer_norm = keras.layers.LayerNormalization(
+        self.layer_norm = LayerNormalization(
             epsilon=self.layer_norm_epsilon, dtype=self.dtype_policy, name="layer_norm"
         )
         self.dropout_layer = keras.layers.Dropout(

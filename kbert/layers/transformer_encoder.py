@@ -6,6 +6,7 @@ from kbert.layers.direct_call import DirectCall
 from kbert.layers.dropout import apply_dropout
 from kbert.layers.fused_dense import FusedDense
 from kbert.layers.initializers import clone_initializer
+from kbert.layers.layer_normalization import LayerNormalization
 from kbert.layers.multi_head_attention import MultiHeadAttention, probabilities_spec
 
 
@@ -97,7 +98,7 @@ class TransformerEncoder(DirectCall, keras.layers.Layer):
         return clone_initializer(self.kernel_initializer)
 
     def _layer_norm(self, name):
-        return keras.layers.LayerNormalization(
+        return LayerNormalization(
             epsilon=self.layer_norm_epsilon, dtype=self.dtype_policy, name=name
         )
 

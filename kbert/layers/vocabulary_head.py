@@ -5,6 +5,7 @@ from kbert.arguments import positive_int, positive_number
 from kbert.layers.activations import get_activation, serialize_activation
 from kbert.layers.fused_dense import FusedDense
 from kbert.layers.initializers import clone_initializer
+from kbert.layers.layer_normalization import LayerNormalization
 from kbert.layers.reversible_embedding import tied_embedding_dim
 
 
@@ -70,7 +71,7 @@ class VocabularyHead(keras.layers.Layer):
 
     def _layer_norm(self, name):
         """A `LayerNormalization` with the head's epsilon."""
-        return keras.layers.LayerNormalization(
+        return LayerNormalization(
             epsilon=self.layer_norm_epsilon, dtype=self.dtype_policy, name=name
         )
 

@@ -5,6 +5,7 @@ from keras import ops
 
 from kbert.arguments import positive_int, positive_number, probability
 from kbert.layers.language_model_head import LanguageModelHead
+from kbert.layers.layer_normalization import LayerNormalization
 from kbert.layers.position_embedding import PositionEmbedding
 from kbert.layers.reversible_embedding import ReversibleEmbedding
 from kbert.layers.transformer_decoder import TransformerDecoder
@@ -143,7 +144,7 @@ class BART(Backbone):
             self.max_positions + POSITION_OFFSET, initializer=self._initializer(),
             dtype=dtype, name=f"{stack}_position_embedding",
         )
-        norm = keras.layers.LayerNormalization(
+        norm = LayerNormalization(
             epsilon=self.layer_norm_epsilon, dtype=dtype, name=f"{stack}_embedding_layer_norm"
         )
         setattr(self, f"{stack}_position_embedding", position_embedding)

@@ -3,6 +3,7 @@ import keras
 from kbert.arguments import head_counts, one_of, positive_int, probability
 from kbert.input_checks import check_inputs, ids, mask
 from kbert.layers.bigbird_attention import BigBirdAttention
+from kbert.layers.layer_normalization import LayerNormalization
 from kbert.layers.longformer_attention import LongformerAttention
 from kbert.layers.multi_head_attention import MultiHeadAttention
 from kbert.layers.pooler import Pooler
@@ -215,7 +216,7 @@ class Encoder(Backbone):
         """The final LayerNorm of pre-LN blocks and the pooler, each where configured."""
         self.final_layer_norm = None
         if self.normalize_first:
-            self.final_layer_norm = keras.layers.LayerNormalization(
+            self.final_layer_norm = LayerNormalization(
                 epsilon=self.layer_norm_epsilon, dtype=dtype, name="final_layer_norm"
             )
         self.pooler = None

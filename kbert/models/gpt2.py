@@ -8,6 +8,7 @@ from kbert.input_checks import ids, mask
 from kbert.layers.attention_mask import causal_padding_mask
 from kbert.layers.cached_multi_head_attention import CachedMultiHeadAttention
 from kbert.layers.dropout import apply_dropout
+from kbert.layers.layer_normalization import LayerNormalization
 from kbert.layers.position_embedding import PositionEmbedding
 from kbert.layers.reversible_embedding import ReversibleEmbedding
 from kbert.layers.sublayer_names import FINAL_LAYER_NORM
@@ -150,7 +151,7 @@ class GPT2(Backbone):
             )
             for index in range(self.num_layers)
         ]
-        self.final_layer_norm = keras.layers.LayerNormalization(
+        self.final_layer_norm = LayerNormalization(
             epsilon=self.layer_norm_epsilon, dtype=dtype, name=FINAL_LAYER_NORM
         )
 
