@@ -40,7 +40,9 @@ class CausalLMGenerator(Generator):
 
     Args:
         model: a `kbert.models.GPT2` (any model with `attention_caches`,
-            `call_with_cache`, `decode`, `vocabulary_size`, `end_id`, `pad_id`).
+            `call_with_cache` (which fills the caches from the prompt without
+            logits when passed `logits=False`), `decode`, `vocabulary_size`,
+            `end_id`, `pad_id`).
         max_new_tokens: length of the generated buffer.
         **options: those of `Generator` (`strategy`, `temperature`, `top_k`,
             `top_p`, `num_beams`, `length_penalty`, `use_cache`,
@@ -97,7 +99,7 @@ class CausalLMGenerator(Generator):
             caches = model.attention_caches(rows, prompt_length + steps)
             if last > 0:
                 _, caches = model.call_with_cache(
-                    tokens[:, :last], mask, caches, 0, cache_write="in_place"
+                    tokens[:, :last], mask, caches, 0, cache_write="in_place", logits=False
                 )
 
         def next_logits(index, tokens, caches):

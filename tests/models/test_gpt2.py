@@ -114,6 +114,19 @@ def test_cached_steps_equal_the_whole_sequence(model):
     assert len(caches) == 2 and tuple(caches[0].shape) == (3, 2, 2, 9, 8)
 
 
+def test_cache_filled_without_logits_is_the_same(model):
+    """`logits=False` (a prompt before decoding) skips the head and writes the same caches."""
+    inputs = batch()
+    mask = np.concatenate([inputs["padding_mask"], np.ones((3, 2), "int32")], axis=1)
+    _, expected = model.call_with_cache(inputs["token_ids"], mask, model.attention_caches(3, 9), 0)
+    logits, caches = model.call_with_cache(
+        inputs["token_ids"], mask, model.attention_caches(3, 9), 0, logits=False
+    )
+    assert logits is None
+    for cache, reference in zip(caches, expected):
+        np.testing.assert_array_equal(to_numpy(cache), to_numpy(reference))
+
+
 def test_initialization_scales_the_residual_projections():
     keras.utils.set_random_seed(0)
     gpt2 = GPT2(vocabulary_size=64, num_layers=8, num_heads=4, hidden_dim=128,
