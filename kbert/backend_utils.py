@@ -357,6 +357,34 @@ def rms_normalization(x, scale, epsilon, dtype):
     return normalized.to(_torch_dtype(dtype))
 
 
+def layer_normalization(x, gamma, beta, epsilon, dtype):
+    """`(x − mean) / sqrt(variance + epsilon) · gamma + beta` over the last axis, returned as `dtype`.
+
+    `keras.ops.layer_normalization` (in float32 at least; PyTorch's fused
+    `layer_norm` there) and a cast, as Keras' `LayerNormalization` computes
+    it, without its per-call dtype resolution and argument conversions on
+    eager PyTorch (about 200 Python calls a call). `gamma` and `beta` may be None.
+
+    >>> x = np.array([[1.0, 3.0]], "float32")
+    >>> np.asarray(layer_normalization(x, None, None, 0.0, "float32")).tolist()
+    [[-1.0, 1.0]]
+    """
+    import keras
+
+    if keras.backend.backend() != "torch":
+        normalized = keras.ops.layer_normalization(x, gamma, beta, axis=-1, epsilon=epsilon)
+        return keras.ops.cast(normalized, dtype)
+    import torch
+
+    x = _torch_tensor(x)
+    compute_dtype = torch.promote_types(x.dtype, torch.float32)
+    gamma, beta = (None if w is None else _torch_tensor(w).to(compute_dtype) for w in (gamma, beta))
+    normalized = torch.nn.functional.layer_norm(
+        x.to(compute_dtype), (x.shape[-1],), gamma, beta, epsilon
+    )
+    return normalized.to(_torch_dtype(dtype))
+
+
 def _torch_tensor(x):
     """`x` as a PyTorch tensor: itself, a Keras variable's value, or an array converted. PyTorch only.
 

@@ -105,7 +105,7 @@ class CausalLMGenerator(Generator):
         def next_logits(index, tokens, caches):
             position = last + index
             if self.use_cache:
-                current = ops.slice(tokens, [0, position], [rows, 1])
+                current = ops.expand_dims(ops.take(tokens, position, axis=1), 1)
                 logits, caches = self._step(current, mask, caches, position, cache_write="in_place")
                 return logits[:, 0], caches
             return ops.take(model.decode(tokens, mask), position, axis=1), caches

@@ -48,3 +48,22 @@ def test_eager_torch_call_skips_keras_bookkeeping():
     x = keras.ops.ones((2, 3, 4))
     layer(x)  # builds it, through Keras
     assert layer._calls_directly((x,), {})
+
+
+@pytest.mark.parametrize("options", [{"axis": [1, 2]}, {"rms_scaling": True}, {"center": False}])
+def test_other_forms_equal_keras(options):
+    """Other axes and RMS scaling go through Keras' own call; no centering through kbert's (atol 1e-6)."""
+    rng = np.random.default_rng(2)
+    x = random_floats(rng, (2, 3, 4), scale=2.0)
+    layer, reference = LayerNormalization(**options), keras.layers.LayerNormalization(**options)
+    np.testing.assert_allclose(to_numpy(layer(x)), to_numpy(reference(x)), atol=1e-6, rtol=0)
+
+
+def test_mixed_float16_equals_keras():
+    """float16 compute with float32 statistics, as Keras computes it (atol 1e-3)."""
+    keras.config.set_dtype_policy("mixed_float16")
+    x = np.full((1, 2, 4), 300.0, "float32") + np.arange(4, dtype="float32")
+    layer, reference = LayerNormalization(), keras.layers.LayerNormalization()
+    outputs = to_numpy(keras.ops.cast(layer(x), "float32"))
+    expected = to_numpy(keras.ops.cast(reference(x), "float32"))
+    np.testing.assert_allclose(outputs, expected, atol=1e-3, rtol=0)
