@@ -166,7 +166,7 @@ def masked_score(dtype):
     it to a score cannot overflow to `-inf` (a row with every key masked stays
     finite, where `-inf` would give NaNs).
 
-    >>> masked_score("float16")
+    >>> round(masked_score("float16"), 1)
     -45852.8
     """
     return -0.7 * float(np.finfo(np.float16 if dtype == "float16" else np.float32).max)
@@ -200,7 +200,7 @@ def fused_attention(query, key, value, mask, scale, dropout_rate=0.0, bias=None,
     """
     import keras
 
-    masked = masked_score(_dtype_name(query))
+    masked = masked_score(dtype_name(query))
     if keras.backend.backend() != "torch":
         if dropout_rate:
             raise ValueError("fused_attention takes a dropout rate only on PyTorch.")
@@ -414,8 +414,15 @@ def _torch_dtype(name):
 _TORCH_DTYPES = {}
 
 
-def _dtype_name(x):
-    """The standardized dtype name of a tensor or array (cached per dtype object)."""
+def dtype_name(x):
+    """The standardized dtype name of a tensor or array, cached per dtype object.
+
+    `keras.backend.standardize_dtype(x.dtype)`, which costs a few microseconds
+    a call, read where a per-call check of a dtype would cost more than the op.
+
+    >>> dtype_name(np.ones(2, "float32"))
+    'float32'
+    """
     import keras
 
     if x.dtype not in _DTYPE_NAMES:

@@ -3,7 +3,7 @@
 import keras
 from keras import ops
 
-from kbert.backend_utils import masked_score
+from kbert.backend_utils import dtype_name, masked_score
 
 # Stand-in for -inf on masked attention scores and logits. kbert applies it to
 # float32 values only (softmax runs in float32 under every dtype policy,
@@ -32,16 +32,21 @@ def merge_attention_masks(padding_mask=None, attention_mask=None):
                 "padding_mask must have shape (batch, sequence); "
                 f"received shape {tuple(padding_mask.shape)}."
             )
-        mask = ops.cast(padding_mask, "bool")[:, None, None, :]
+        mask = _as_bool(padding_mask)[:, None, None, :]
     if attention_mask is not None:
         if len(attention_mask.shape) != 3:
             raise ValueError(
                 "attention_mask must have shape (batch, query, key); "
                 f"received shape {tuple(attention_mask.shape)}."
             )
-        merged = ops.cast(attention_mask, "bool")[:, None, :, :]
+        merged = _as_bool(attention_mask)[:, None, :, :]
         mask = merged if mask is None else ops.logical_and(mask, merged)
     return mask
+
+
+def _as_bool(mask):
+    """`mask` as bool, without a cast (a Keras call per attention layer) where it is bool already."""
+    return mask if dtype_name(mask) == "bool" else ops.cast(mask, "bool")
 
 
 def fold_padding_mask(bias, padding_mask):
