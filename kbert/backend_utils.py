@@ -213,9 +213,10 @@ def fused_attention(query, key, value, mask, scale, dropout_rate=0.0, bias=None,
         return keras.ops.dot_product_attention(query, key, value, bias=bias, scale=scale)
     import torch
 
-    query = torch.transpose(_torch_tensor(query), 1, 2)
+    query, key, value = (_torch_tensor(x) for x in (query, key, value))
+    query = torch.transpose(query, 1, 2)
     if not key_value_heads_first:
-        key, value = (torch.transpose(_torch_tensor(x), 1, 2) for x in (key, value))
+        key, value = (torch.transpose(x, 1, 2) for x in (key, value))
     if mask is not None:
         if bias is None:
             bias = torch.zeros((), dtype=torch.float32, device=query.device)

@@ -6,7 +6,16 @@ import numpy as np
 import pytest
 from helpers import BACKEND, compile_with_xla, to_numpy
 
-from kbert.backend_utils import fused_attention, is_eager_tensor, quiet_import, reshape, rms_normalization
+from kbert.backend_utils import (
+    dtype_name,
+    fused_attention,
+    is_eager_tensor,
+    layer_normalization,
+    masked_score,
+    quiet_import,
+    reshape,
+    rms_normalization,
+)
 
 
 class EagernessProbe(keras.layers.Layer):
@@ -139,6 +148,44 @@ def test_fused_attention_adds_the_bias_under_the_mask():
     probabilities /= probabilities.sum(-1, keepdims=True)
     expected = np.einsum("bnqk,bknh->bqnh", probabilities, value)
     np.testing.assert_allclose(to_numpy(context), expected, atol=1e-5)
+
+
+def test_fused_attention_takes_heads_first_keys_and_values():
+    """A cache's `(batch, heads, length, head_dim)` keys and values give the Keras-layout result (atol 1e-6)."""
+    rng = np.random.default_rng(3)
+    query, key, value = (rng.standard_normal((2, 5, 3, 4)).astype("float32") for _ in range(3))
+    mask = np.ones((2, 1, 1, 5), bool)
+    mask[0, ..., 4:] = False
+    expected = to_numpy(fused_attention(query, key, value, mask, scale=0.5))
+    key_first, value_first = (np.ascontiguousarray(x.transpose(0, 2, 1, 3)) for x in (key, value))
+    context = fused_attention(query, key_first, value_first, mask, scale=0.5, key_value_heads_first=True)
+    np.testing.assert_allclose(to_numpy(context), expected, atol=1e-6)
+
+
+def test_masked_score_is_finite_in_its_dtype():
+    for dtype in ("float16", "bfloat16", "float32"):
+        score = float(to_numpy(keras.ops.cast(keras.ops.cast(masked_score(dtype), dtype), "float32")))
+        assert np.isfinite(score) and score < -1e4 and np.isfinite(score * 1.4)
+
+
+def test_dtype_name_of_tensors_and_arrays():
+    assert dtype_name(keras.ops.ones((2,), "bool")) == "bool"
+    assert dtype_name(keras.ops.ones((2,), "bfloat16")) == "bfloat16"
+    assert dtype_name(np.ones(2, "int32")) == "int32"
+
+
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+def test_layer_normalization_matches_numpy_in_float32(dtype):
+    """Statistics in float32 whatever the input dtype; the result cast to `dtype` (atol 1e-5, bfloat16 1e-2)."""
+    rng = np.random.default_rng(4)
+    x = (rng.standard_normal((2, 3, 8)) * 300 + 50).astype("float32")
+    gamma, beta = (rng.standard_normal(8).astype("float32") for _ in range(2))
+    outputs = layer_normalization(keras.ops.cast(x, dtype), keras.Variable(gamma), keras.Variable(beta), 1e-5, dtype)
+    assert keras.backend.standardize_dtype(outputs.dtype) == dtype
+    x = to_numpy(keras.ops.cast(keras.ops.cast(x, dtype), "float32")).astype("float64")
+    expected = (x - x.mean(-1, keepdims=True)) / np.sqrt(x.var(-1, keepdims=True) + 1e-5) * gamma + beta
+    atol = 1e-5 if dtype == "float32" else 1e-2 * np.abs(expected).max()
+    np.testing.assert_allclose(to_numpy(keras.ops.cast(outputs, "float32")), expected, atol=atol, rtol=0)
 
 
 def test_reshape_equals_numpy():

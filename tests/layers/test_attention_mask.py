@@ -3,7 +3,9 @@ import numpy as np
 import pytest
 from helpers import compile_with_xla, padding_mask, to_numpy
 
+from kbert.backend_utils import masked_score
 from kbert.layers import merge_attention_masks
+from kbert.layers.attention_mask import fold_padding_mask
 
 BATCH, Q, K = 2, 5, 6
 
@@ -54,3 +56,15 @@ def test_padding_mask_of_wrong_rank_raises():
 def test_attention_mask_of_wrong_rank_raises():
     with pytest.raises(ValueError, match=r"attention_mask must have shape \(batch, query, key\); received shape \(2, 6\)"):
         merge_attention_masks(attention_mask=np.ones((BATCH, K), "int32"))
+
+
+def test_fold_padding_mask_against_numpy():
+    """One `(batch, heads, query, key)` bias: the position bias where a key is real, the masked score at padding."""
+    rng = np.random.default_rng(5)
+    bias = rng.standard_normal((1, 2, 3, 4)).astype("float32")
+    mask = np.array([[1, 1, 1, 1], [1, 1, 0, 0]], "int32")
+    expected = np.where(mask[:, None, None, :] == 1, bias, np.float32(masked_score("float32")))
+    folded = to_numpy(fold_padding_mask(keras.ops.convert_to_tensor(bias), keras.ops.convert_to_tensor(mask)))
+    assert folded.shape == (2, 2, 3, 4)
+    np.testing.assert_array_equal(folded, expected)
+    assert fold_padding_mask(bias, None) is bias

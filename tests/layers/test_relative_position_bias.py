@@ -90,6 +90,13 @@ def test_values_match_numpy(bidirectional):
     np.testing.assert_allclose(outputs, expected, atol=1e-7)
 
 
+@pytest.mark.skipif(keras.backend.backend() != "torch", reason="memory layout is PyTorch's")
+def test_bias_is_laid_out_as_returned():
+    """A strided bias would be copied by the fused attention kernel in every layer."""
+    layer = RelativePositionBias(HEADS)
+    assert layer(np.zeros((1, 6, 4), "float32")).is_contiguous()
+
+
 def test_query_offset_gives_the_rows_of_a_longer_query():
     layer = RelativePositionBias(HEADS, bidirectional=False)
     full = to_numpy(layer(np.zeros((1, 10, 2), "float32")))

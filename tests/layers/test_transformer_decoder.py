@@ -114,6 +114,22 @@ def test_causal_future_does_not_leak():
     assert np.abs(after[:, 3:] - before[:, 3:]).max() > 1e-3
 
 
+def test_given_self_attention_mask_replaces_the_causal_one():
+    """The causal mask passed in gives the default output; a mask that also hides key 0 changes it."""
+    case = decoder_case()
+    layer = case.make_layer()
+    inputs = dict(case.inputs)
+    default = to_numpy(case.call(layer, inputs))
+    causal = np.tril(np.ones((LENGTH, LENGTH), bool))[None]
+    given = to_numpy(case.call(layer, inputs, self_attention_mask=causal))
+    np.testing.assert_allclose(given, default, atol=1e-6, rtol=0)
+    hidden = causal.copy()
+    hidden[:, 1:, 0] = False
+    changed = to_numpy(case.call(layer, inputs, self_attention_mask=hidden))
+    np.testing.assert_allclose(changed[:, 0], default[:, 0], atol=1e-6, rtol=0)
+    assert np.abs(changed[:, 1:] - default[:, 1:]).max() > 1e-4
+
+
 @pytest.mark.parametrize("style", ["gated", "bart"])
 @pytest.mark.parametrize("cache_write", CACHE_WRITES)
 def test_cached_steps_equal_full_call(cache_write, style):
