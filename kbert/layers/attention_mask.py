@@ -1,4 +1,4 @@
-"""Merging of `padding_mask` and `attention_mask` into one boolean mask, and the masked score."""
+"""Attention masks: merging `padding_mask` and `attention_mask` into one boolean mask, folding a padding mask into a score bias, and the masked score."""
 
 import keras
 from keras import ops
