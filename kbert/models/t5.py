@@ -336,7 +336,9 @@ class T5(Backbone):
                 x, block_probabilities = x
                 layer_probabilities.append(block_probabilities)
             states.append(x)
-        x = apply_dropout(self.encoder_final_dropout, self.encoder_final_layer_norm(x), training)
+        # Called as a layer even where it drops nothing: skipping this call changed the order
+        # of the model's weights on PyTorch (and so of its checkpoints) against the other backends.
+        x = self.encoder_final_dropout(self.encoder_final_layer_norm(x), training=training)
         return x, states[:-1] + [x], layer_probabilities
 
     def _run_decoder(self, token_ids, padding_mask, encoder_outputs, encoder_padding_mask,
