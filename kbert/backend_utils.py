@@ -350,12 +350,7 @@ def rms_normalization(x, scale, epsilon, dtype):
         return keras.ops.cast(normalized, dtype)
     import torch
 
-    x = _torch_tensor(x)
-    compute_dtype = torch.promote_types(x.dtype, torch.float32)
-    normalized = torch.nn.functional.rms_norm(
-        x.to(compute_dtype), (x.shape[-1],), _torch_tensor(scale).to(compute_dtype), epsilon
-    )
-    return normalized.to(_torch_dtype(dtype))
+    return _torch_normalization(torch.nn.functional.rms_norm, x, (scale,), epsilon, dtype)
 
 
 def layer_normalization(x, gamma, beta, epsilon, dtype):
@@ -377,13 +372,19 @@ def layer_normalization(x, gamma, beta, epsilon, dtype):
         return keras.ops.cast(normalized, dtype)
     import torch
 
+    return _torch_normalization(torch.nn.functional.layer_norm, x, (gamma, beta), epsilon, dtype)
+
+
+def _torch_normalization(normalize, x, weights, epsilon, dtype):
+    """PyTorch's `normalize(x, (width,), *weights, epsilon)` over the last axis in float32 at
+    least (`weights` may hold None), returned as `dtype`. PyTorch only."""
+    import torch
+
     x = _torch_tensor(x)
     compute_dtype = torch.promote_types(x.dtype, torch.float32)
-    gamma, beta = (None if w is None else _torch_tensor(w).to(compute_dtype) for w in (gamma, beta))
-    normalized = torch.nn.functional.layer_norm(
-        x.to(compute_dtype), (x.shape[-1],), gamma, beta, epsilon
-    )
-    return normalized.to(_torch_dtype(dtype))
+    weights = [None if w is None else _torch_tensor(w).to(compute_dtype) for w in weights]
+    normalized = normalize(x.to(compute_dtype), (x.shape[-1],), *weights, epsilon)
+    return normalized.to(torch_dtype(dtype))
 
 
 def _torch_tensor(x):
@@ -402,7 +403,7 @@ def _torch_tensor(x):
     return keras.ops.convert_to_tensor(x)
 
 
-def _torch_dtype(name):
+def torch_dtype(name):
     """The PyTorch dtype of a Keras dtype name (cached per name). PyTorch only."""
     if name not in _TORCH_DTYPES:
         import keras

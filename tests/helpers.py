@@ -17,6 +17,8 @@ import keras
 import numpy as np
 import pytest
 
+from kbert.backend_utils import dtype_name
+
 BACKEND = keras.backend.backend()
 
 
@@ -109,11 +111,6 @@ def assert_close(actual, expected, atol=1e-5, rtol=0.0):
         to_numpy(actual),
         to_numpy(expected),
     )
-
-
-def dtype_name(x):
-    """The standardized dtype name of a tensor or variable (`"float32"`, ...)."""
-    return keras.backend.standardize_dtype(x.dtype)
 
 
 # ---------------------------------------------------------------------------

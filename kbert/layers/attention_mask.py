@@ -65,7 +65,7 @@ def fold_padding_mask(bias, padding_mask):
     """
     if padding_mask is None:
         return bias
-    keep = ops.cast(padding_mask, "bool")[:, None, None, :]
+    keep = _as_bool(padding_mask)[:, None, None, :]
     dtype = keras.backend.standardize_dtype(bias.dtype)
     return ops.where(keep, bias, ops.cast(masked_score(dtype), dtype))
 

@@ -2,6 +2,8 @@ import inspect
 
 import keras
 
+from kbert.backend_utils import torch_dtype
+
 
 class DirectCall:
     """Mixin for kbert layers: on eager PyTorch a built layer's `__call__` goes straight to `call`.
@@ -71,7 +73,7 @@ def _direct_input_dtype(layer):
     if cached is not None and cached[0] is policy:
         return cached[1]
     allowed = layer.compute_dtype == layer.variable_dtype and layer.quantization_mode is None
-    input_dtype = keras.ops.convert_to_tensor(0, layer.input_dtype).dtype if allowed else None
+    input_dtype = torch_dtype(layer.input_dtype) if allowed else None
     if not isinstance(policy, keras.dtype_policies.DTypePolicyMap):
         layer.__dict__["_direct_input_dtype"] = (policy, input_dtype)
     return input_dtype

@@ -21,7 +21,7 @@ class LayerNormalization(DirectCall, keras.layers.LayerNormalization):
     """
 
     def call(self, inputs):
-        axes = self.axis if isinstance(self.axis, (list, tuple)) else [self.axis]
-        if self.rms_scaling or list(axes) not in ([-1], [len(inputs.shape) - 1]):
+        # Keras' build makes `axis` a list.
+        if self.rms_scaling or self.axis not in ([-1], [len(inputs.shape) - 1]):
             return super().call(inputs)
         return layer_normalization(inputs, self.gamma, self.beta, self.epsilon, self.compute_dtype)
