@@ -6,7 +6,9 @@ import numpy as np
 import pytest
 from helpers import BACKEND, compile_with_xla, to_numpy
 
+from kbert import backend_utils
 from kbert.backend_utils import (
+    dense,
     dtype_name,
     fused_attention,
     is_eager_tensor,
@@ -206,3 +208,35 @@ def test_rms_normalization_matches_numpy_in_float32(dtype):
     expected = x / np.sqrt(np.mean(x**2, -1, keepdims=True) + 1e-6) * scale
     atol = 1e-6 if dtype == "float32" else 1e-2 * np.abs(expected).max()
     np.testing.assert_allclose(to_numpy(keras.ops.cast(outputs, "float32")), expected, atol=atol)
+
+
+@pytest.mark.parametrize("kernel_transposed", [False, True])
+def test_dense_matches_numpy(kernel_transposed):
+    """`inputs @ kernel + bias`, the kernel stored `(in, out)` or `(out, in)` (atol 1e-5)."""
+    rng = np.random.default_rng(5)
+    x, kernel, bias = (rng.standard_normal(shape).astype("float32") for shape in [(2, 3, 4), (4, 5), (5,)])
+    stored = kernel.T.copy() if kernel_transposed else kernel
+    outputs = dense(x, keras.Variable(stored), bias, kernel_transposed=kernel_transposed)
+    np.testing.assert_allclose(to_numpy(outputs), x @ kernel + bias, atol=1e-5, rtol=0)
+
+
+@pytest.mark.skipif(BACKEND != "torch", reason="the few-row layouts are PyTorch's")
+@pytest.mark.parametrize("kernel_transposed", [False, True])
+def test_few_row_inference_reads_a_wide_output_as_in_out(kernel_transposed):
+    """A decoding-sized matmul without gradients reads a vocabulary-wide weight `(in, out)`:
+    an `(out, in)` table through a cached transposed copy that follows `assign`, an `(in, out)`
+    kernel as it is (atol 1e-5 against NumPy)."""
+    import torch
+
+    rng = np.random.default_rng(6)
+    units = backend_utils.WIDE_OUTPUT + 1
+    x = rng.standard_normal((2, 1, 4)).astype("float32")
+    stored = rng.standard_normal((units, 4) if kernel_transposed else (4, units)).astype("float32")
+    variable = keras.Variable(stored)
+    with torch.no_grad():
+        for scale in (1.0, -2.0):
+            variable.assign(stored * scale)
+            kernel = stored.T * scale if kernel_transposed else stored * scale
+            outputs = dense(x, variable, None, kernel_transposed=kernel_transposed)
+            np.testing.assert_allclose(to_numpy(outputs), x @ kernel, atol=1e-5, rtol=0)
+    assert (id(variable.value) in backend_utils._LINEAR_WEIGHTS) == kernel_transposed

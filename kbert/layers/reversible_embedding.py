@@ -1,6 +1,7 @@
 import keras
 from keras import ops
 
+from kbert.backend_utils import dense
 from kbert.input_checks import check_ids_in_range
 from kbert.layers.direct_call import DirectCall
 
@@ -12,7 +13,10 @@ class ReversibleEmbedding(DirectCall, keras.layers.Embedding):
     Called on integer ids it looks rows up like `keras.layers.Embedding`; called
     with `reverse=True` on hidden states of width `output_dim` it multiplies by
     the transposed table, giving logits over the vocabulary. This is how BERT's
-    masked-LM decoder is tied to its input embeddings.
+    masked-LM decoder is tied to its input embeddings. In eager PyTorch
+    inference on a few rows (a decoding step), a large vocabulary is read from
+    a cached transposed copy of the table, which the CPU reads faster there
+    (see `kbert.backend_utils.dense`).
 
     In eager mode, ids outside `[0, input_dim)` raise a `ValueError` instead of
     reading garbage (JAX) or failing deep inside the backend.
@@ -44,8 +48,8 @@ class ReversibleEmbedding(DirectCall, keras.layers.Embedding):
     def call(self, inputs, reverse=False):
         if reverse:
             self._check_reverse_width(inputs.shape)
-            kernel = ops.cast(ops.transpose(self.embeddings), self.compute_dtype)
-            return ops.matmul(ops.cast(inputs, self.compute_dtype), kernel)
+            table = ops.cast(self.embeddings, self.compute_dtype)
+            return dense(ops.cast(inputs, self.compute_dtype), table, None, kernel_transposed=True)
         check_ids_in_range(inputs, self.input_dim, "Token id")
         return super().call(inputs)
 
