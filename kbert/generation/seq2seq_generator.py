@@ -97,6 +97,8 @@ class Seq2SeqGenerator(Generator):
         if beams > 1:
             encoder_outputs = ops.repeat(encoder_outputs, beams, axis=0)
             padding_mask = ops.repeat(padding_mask, beams, axis=0)
+        # Bool once here, rather than cast in every cross-attention layer at every step.
+        padding_mask = ops.cast(padding_mask, "bool")
         rows = ops.shape(encoder_outputs)[0]
         tokens = ops.concatenate(
             [
