@@ -310,10 +310,21 @@ def _few_row_weight(inputs, weight):
     wide = weight.shape[0] > WIDE_OUTPUT
     layout = weight.T if wide else weight  # the tensor the matmul reads fastest when contiguous
     parameter = layout._base
-    if layout.is_contiguous() or not isinstance(parameter, torch.nn.Parameter):
+    if layout.is_contiguous() or not _is_transpose(layout, parameter):
         return weight
     copy = _transposed_copy(parameter)  # equals layout.contiguous()
     return copy.T if wide else copy
+
+
+def _is_transpose(view, parameter):
+    """Whether `view` is the whole of `parameter.T` for a 2-D PyTorch parameter (not a slice of it)."""
+    import torch
+
+    if not isinstance(parameter, torch.nn.Parameter) or parameter.dim() != 2:
+        return False
+    transpose = parameter.T
+    return (view.shape == transpose.shape and view.stride() == transpose.stride()
+            and view.data_ptr() == transpose.data_ptr())
 
 
 def _transposed_copy(parameter):

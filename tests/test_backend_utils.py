@@ -240,3 +240,19 @@ def test_few_row_inference_reads_a_wide_output_as_in_out(kernel_transposed):
             outputs = dense(x, variable, None, kernel_transposed=kernel_transposed)
             np.testing.assert_allclose(to_numpy(outputs), x @ kernel, atol=1e-5, rtol=0)
     assert (id(variable.value) in backend_utils._LINEAR_WEIGHTS) == kernel_transposed
+
+
+@pytest.mark.skipif(BACKEND != "torch", reason="the few-row layouts are PyTorch's")
+def test_few_row_inference_copies_no_slice_of_a_parameter():
+    """A kernel that is a slice of a parameter is read as it is: no copy, and the product of
+    the slice (atol 1e-5 against NumPy)."""
+    import torch
+
+    rng = np.random.default_rng(7)
+    stored = rng.standard_normal((4, 6)).astype("float32")
+    variable = keras.Variable(stored)
+    x = rng.standard_normal((2, 1, 4)).astype("float32")
+    with torch.no_grad():
+        outputs = dense(x, variable.value[:, :3], None)
+    np.testing.assert_allclose(to_numpy(outputs), x @ stored[:, :3], atol=1e-5, rtol=0)
+    assert id(variable.value) not in backend_utils._LINEAR_WEIGHTS
