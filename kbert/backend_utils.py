@@ -293,14 +293,17 @@ def _few_row_weight(inputs, weight):
 
     `weight` itself, except in eager inference on at most `FEW_ROWS` rows
     (a decoding step), where reading the weight is all the time a matmul
-    takes and its layout matters. With cold caches, a matmul of 8 rows on
-    this project's 2-core CPU (MKL) read a layer-sized weight 10–20% faster
-    as a contiguous `(out, in)` than as the transposed view of an `(in,
-    out)` one (t5_small's 512 × 2048), and a vocabulary projection (more
-    than `WIDE_OUTPUT` outputs) 20–50% faster as a contiguous `(in, out)`
-    (t5_small's 512 × 32128, GPT-2's 768 × 50257). Where a parameter is
-    stored the other way, a transposed contiguous copy is kept until the
-    parameter changes, at the cost of its memory as long as it lives.
+    takes and its layout matters: a layer's kernel is read as a contiguous
+    `(out, in)`, a vocabulary projection (more than `WIDE_OUTPUT` outputs) as
+    a contiguous `(in, out)`. Reading weights from memory, a matmul of 8
+    rows on this project's 2-core CPU (MKL) read t5_small's 512 × 2048
+    kernel 10–20% faster as `(out, in)`, and the vocabulary projections of
+    t5_small (512 × 32128) and GPT-2 (768 × 50257) 20–50% faster as `(in,
+    out)`; the best layout is the CPU's to decide (GPT-2's 768-wide kernels
+    read faster `(in, out)` there), and `benchmarks/few_row_layouts.py`
+    measures it. Where a parameter is stored the other way, a transposed
+    contiguous copy is kept until the parameter changes, at the cost of its
+    memory as long as it lives.
     """
     import torch
 
