@@ -1,6 +1,5 @@
 """Attention masks: merging `padding_mask` and `attention_mask` into one boolean mask, folding a padding mask into a score bias, and the masked score."""
 
-import keras
 from keras import ops
 
 from kbert.backend_utils import dtype_name, masked_score
@@ -66,7 +65,7 @@ def fold_padding_mask(bias, padding_mask):
     if padding_mask is None:
         return bias
     keep = _as_bool(padding_mask)[:, None, None, :]
-    dtype = keras.backend.standardize_dtype(bias.dtype)
+    dtype = dtype_name(bias)
     return ops.where(keep, bias, ops.cast(masked_score(dtype), dtype))
 
 
