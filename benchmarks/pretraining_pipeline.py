@@ -42,7 +42,7 @@ from encoder_throughput import SIZE, keras_adamw, median_times  # noqa: E402
 
 from kbert.backend_utils import quiet_import  # noqa: E402
 from kbert.pretraining import BertPretrainer, create_optimizer, pretraining_dataset  # noqa: E402
-from kbert.pretraining.pretraining_run import default_corpus  # noqa: E402
+from kbert.jobs.pretraining_run import default_corpus  # noqa: E402
 
 REQUIRED_RATIO = 5.0
 

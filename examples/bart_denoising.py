@@ -20,8 +20,8 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 import keras  # noqa: E402
 
 from kbert.pretraining import BartDenoising, bart_examples  # noqa: E402
-from kbert.pretraining.bart_pretraining_run import demo  # noqa: E402
-from kbert.pretraining.pretraining_run import HELD_OUT_EVERY, default_corpus, run_pretraining  # noqa: E402
+from kbert.jobs.bart_pretraining_run import demo  # noqa: E402
+from kbert.jobs.pretraining_run import HELD_OUT_EVERY, default_corpus, run_pretraining  # noqa: E402
 from kbert.text import BytePairTokenizer  # noqa: E402
 
 SEQUENCE_LENGTH = 48

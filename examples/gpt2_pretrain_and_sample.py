@@ -23,7 +23,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 import keras  # noqa: E402
 import numpy as np  # noqa: E402
 
-from kbert.pretraining.pretraining_run import run_pretraining  # noqa: E402
+from kbert.jobs.pretraining_run import run_pretraining  # noqa: E402
 from kbert.text import WordPieceTokenizer  # noqa: E402
 
 PROMPTS = ("The return value is", "This module provides", "If the argument is omitted, the")

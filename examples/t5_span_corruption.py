@@ -4,7 +4,7 @@
         [--pretrain-learning-rate 5e-4] [--finetune-learning-rate 2e-3]
 
 1. Trains a SentencePiece model on the main job's built-in corpus
-   (`kbert.pretraining.pretraining_run.default_corpus()`: the interpreter's
+   (`kbert.jobs.pretraining_run.default_corpus()`: the interpreter's
    reference documentation and standard-library docstrings).
 2. Pretrains a tiny T5 with T5's span corruption (`SpanCorruption`: 15% noise,
    mean span 3, sentinels counting down from the top of the vocabulary) and
@@ -26,7 +26,7 @@ import kbert  # noqa: E402
 import keras  # noqa: E402
 from kbert.models import T5, seq2seq_inputs  # noqa: E402
 from kbert.pretraining import SpanCorruption, create_optimizer  # noqa: E402
-from kbert.pretraining.pretraining_run import default_corpus  # noqa: E402
+from kbert.jobs.pretraining_run import default_corpus  # noqa: E402
 from kbert.tasks import Seq2SeqLM  # noqa: E402
 from kbert.text import SentencePieceTokenizer, train_sentence_piece  # noqa: E402
 

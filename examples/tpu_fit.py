@@ -93,7 +93,7 @@ def tfrecord_dataset(pattern, sequence_length, max_predictions, batch_size, seed
 
 def text_dataset(args, max_predictions):
     """Batches from raw text through kbert's pipeline, and the vocabulary size."""
-    from kbert.pretraining.pretraining_run import default_corpus
+    from kbert.jobs.pretraining_run import default_corpus
     from kbert.text import WordPieceTokenizer, learn_word_piece_vocabulary
 
     if args.text:

@@ -19,6 +19,7 @@ quiet_import("keras")
 
 from kbert import layers  # noqa: E402
 from kbert import models  # noqa: E402
+from kbert import training  # noqa: E402
 
 # Imported here so that every kbert serializable class (pretrainers, task
 # models) is registered once `kbert` is: `keras.saving.load_model` finds them.
@@ -26,6 +27,20 @@ from kbert import generation  # noqa: E402
 from kbert import pretraining  # noqa: E402
 from kbert import tasks  # noqa: E402
 from kbert import analysis  # noqa: E402
+from kbert import checkpoints  # noqa: E402
+from kbert.checkpoints import from_huggingface, from_huggingface_task  # noqa: E402
 
 __version__ = "0.1.0"
-__all__ = ["analysis", "generation", "layers", "models", "pretraining", "tasks", "__version__"]
+__all__ = [
+    "analysis",
+    "checkpoints",
+    "from_huggingface",
+    "from_huggingface_task",
+    "generation",
+    "layers",
+    "models",
+    "pretraining",
+    "tasks",
+    "training",
+    "__version__",
+]

@@ -4,11 +4,11 @@
     kbert finetune [--task classify --checkpoint PATH --train FILE --validation FILE] ...
     kbert tour [--model bert_base] [--sentence TEXT]
 
-`pretrain` is the main job (see `kbert.pretraining.pretraining_run`): with no
+`pretrain` is the main job (see `kbert.jobs.pretraining_run`): with no
 arguments it learns a vocabulary from the interpreter's bundled documentation,
 pretrains a small BERT, evaluates it on held-out text, saves it and shows a
 fill-in-the-blank demo. `finetune` fine-tunes a checkpoint on a task (see
-`kbert.tasks.finetuning_run`); with no data arguments it fine-tunes the
+`kbert.jobs.finetuning_run`); with no data arguments it fine-tunes the
 model `pretrain` left, beside the same model from random init, on BBC News
 topics. `tour` builds a model and runs it on one sentence.
 `--backend` selects the Keras backend (the process re-starts itself with
@@ -204,7 +204,7 @@ def _one_line_errors(run):
 
 
 def pretrain(args):
-    from kbert.pretraining.pretraining_run import run_pretraining
+    from kbert.jobs.pretraining_run import run_pretraining
 
     _one_line_errors(lambda: run_pretraining(
         corpus=args.corpus,
@@ -227,7 +227,7 @@ def finetune(args):
 
 def _finetune(args):
     """The BBC News demo with no data arguments; otherwise a fine-tune of `--checkpoint` on the files."""
-    from kbert.tasks import finetuning_run
+    from kbert.jobs import finetuning_run
 
     options = dict(epochs=args.epochs, batch_size=args.batch_size, sequence_length=args.sequence_length,
                    seed=args.seed, features=args.features, **_resume_options(args))

@@ -63,7 +63,7 @@ def from_huggingface(path, **overrides):
     Example:
     ```python
     # Saved beforehand with transformers: BertModel(...).save_pretrained(path)
-    backbone = kbert.models.from_huggingface(path)
+    backbone = kbert.from_huggingface(path)
     outputs = backbone({"token_ids": ids, "segment_ids": segments, "padding_mask": mask})
     outputs["sequence_output"]  # == BertModel's last_hidden_state
     ```

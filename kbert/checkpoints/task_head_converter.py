@@ -124,7 +124,7 @@ def task_model_for(architecture, config, backbone, num_choices=None):
     raise ValueError(
         f"{architecture!r} is not a task architecture kbert imports; expected one ending "
         "in ForSequenceClassification, ForTokenClassification, ForQuestionAnswering "
-        "or ForMultipleChoice (kbert.models.from_huggingface loads a backbone alone)."
+        "or ForMultipleChoice (kbert.from_huggingface loads a backbone alone)."
     )
 
 
@@ -142,7 +142,7 @@ def from_huggingface_task(path, num_choices=None, **overrides):
     """Build a kbert task model, head included, from a local Hugging Face task checkpoint.
 
     See the module docstring for the architectures and families. The
-    backbone is built and filled as `kbert.models.from_huggingface` does;
+    backbone is built and filled as `kbert.from_huggingface` does;
     the head's Dense layers then take the checkpoint's head tensors. Every
     variable is filled, or the error names the tensor that is missing.
 
@@ -161,7 +161,7 @@ def from_huggingface_task(path, num_choices=None, **overrides):
     Example:
     ```python
     # Saved beforehand: BertForSequenceClassification(...).save_pretrained(path)
-    classifier = kbert.tasks.from_huggingface_task(path)
+    classifier = kbert.from_huggingface_task(path)
     classifier(inputs)  # == the transformers model's logits
     ```
     """

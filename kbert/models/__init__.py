@@ -51,17 +51,3 @@ from kbert.models.presets import (
 from kbert.models.gpt2 import GPT2
 from kbert.models.t5 import T5, seq2seq_inputs
 
-
-def from_huggingface(path, **overrides):
-    """Build a kbert backbone from a local Hugging Face checkpoint directory.
-
-    An `Encoder` for the encoder families (BERT, RoBERTa, ALBERT, ELECTRA,
-    DistilBERT, BigBird, Longformer), a `T5` backbone for T5, a `BART` for BART, a
-    `GPT2` for GPT-2. See
-    `kbert.checkpoints.huggingface.from_huggingface`; it lives in
-    `kbert.checkpoints` (which depends on `kbert.models`, not the reverse) and is
-    imported on first use.
-    """
-    from kbert.checkpoints.huggingface import from_huggingface as load
-
-    return load(path, **overrides)

@@ -11,7 +11,7 @@ pretrainer models run on the Keras backend.
 >>> model.compile(optimizer=create_optimizer("adamw", 1e-4, total_steps=10, warmup_steps=1))
 """
 
-from kbert.pretraining.adam_w import AdamW
+from kbert.training.adam_w import AdamW
 from kbert.pretraining.bart_denoising import BartDenoising, bart_examples
 from kbert.pretraining.bert_pretrainer import BertPretrainer
 from kbert.pretraining.bilm_dataset import bilm_dataset, learn_word_vocabulary
@@ -20,13 +20,13 @@ from kbert.pretraining.distillation_trainer import DistillationTrainer, init_stu
 from kbert.pretraining.electra_pretrainer import ElectraPretrainer
 from kbert.pretraining.masked_lm_masker import MaskedLMMasker
 from kbert.pretraining.masker import Masker
-from kbert.pretraining.optimizers import create_optimizer
+from kbert.training.optimizers import create_optimizer
 from kbert.pretraining.pretraining_dataset import OBJECTIVES, pretraining_dataset, read_documents
 from kbert.pretraining.sentence_pairs import full_sentences, nsp_pairs, sop_pairs
 from kbert.pretraining.span_bert_pretrainer import SpanBertPretrainer
 from kbert.pretraining.span_corruption import SpanCorruption, span_corruption_lengths
 from kbert.pretraining.span_masker import SpanMasker
-from kbert.pretraining.warmup_linear_decay import WarmupLinearDecay
+from kbert.training.warmup_linear_decay import WarmupLinearDecay
 
 __all__ = [
     "OBJECTIVES",

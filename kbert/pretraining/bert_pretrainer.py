@@ -11,9 +11,9 @@ from keras import ops
 from kbert.backend_utils import scale_loss_for_replicas
 from kbert.input_checks import PREDICTIONS, ids, positions, weights
 from kbert.layers.masked_lm_head import MaskedLMHead
-from kbert.pretraining.objective_metrics import add_objective_metrics, track_objective
-from kbert.tasks.losses import weighted_cross_entropy
-from kbert.tasks.task import Task, backbone_inputs, require_keys
+from kbert.training.objective_metrics import add_objective_metrics, track_objective
+from kbert.training.losses import weighted_cross_entropy
+from kbert.training.task import Task, backbone_inputs, require_keys
 
 PAIR_OBJECTIVES = ("nsp", "sop", None)
 

@@ -6,8 +6,8 @@ from keras import ops
 from kbert.backend_utils import scale_loss_for_replicas
 from kbert.input_checks import ids
 from kbert.pretraining.bert_pretrainer import masked_lm_loss
-from kbert.pretraining.objective_metrics import add_objective_metrics
-from kbert.tasks.task import Task, backbone_inputs, require_keys
+from kbert.training.objective_metrics import add_objective_metrics
+from kbert.training.task import Task, backbone_inputs, require_keys
 
 BILM_INPUTS = ("character_ids", "padding_mask")
 

@@ -10,9 +10,9 @@ from kbert.pretraining.bert_pretrainer import (
     masked_lm_loss,
     masked_lm_targets,
 )
-from kbert.pretraining.objective_metrics import add_objective_metrics, track_objective
-from kbert.tasks.losses import weighted_mean
-from kbert.tasks.task import Task, backbone_inputs, require_keys
+from kbert.training.objective_metrics import add_objective_metrics, track_objective
+from kbert.training.losses import weighted_mean
+from kbert.training.task import Task, backbone_inputs, require_keys
 
 
 def _check_masked_lm(model, role):

@@ -33,10 +33,10 @@ from kbert.pretraining.sentence_pairs import (
     document_chunks,
     full_sentences,
     nsp_pairs,
-    pack,
     sop_pairs,
 )
 from kbert.pretraining.span_masker import SpanMasker
+from kbert.text.pair_packing import pack
 
 tf = lazy_import("tensorflow")
 

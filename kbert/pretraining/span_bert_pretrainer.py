@@ -11,8 +11,8 @@ from kbert.pretraining.bert_pretrainer import (
     masked_lm_loss,
     masked_lm_targets,
 )
-from kbert.pretraining.objective_metrics import add_objective_metrics
-from kbert.tasks.task import Task, backbone_inputs, require_keys
+from kbert.training.objective_metrics import add_objective_metrics
+from kbert.training.task import Task, backbone_inputs, require_keys
 
 SPAN_INPUTS = MASKED_LM_INPUTS + ("span_left", "span_right", "span_offsets")
 

@@ -5,9 +5,9 @@ from keras import ops
 
 from kbert.backend_utils import scale_loss_for_replicas
 from kbert.generation.causal_lm_generator import CausalLMGenerator
-from kbert.pretraining.objective_metrics import add_objective_metrics, track_objective
-from kbert.tasks.losses import weighted_cross_entropy
-from kbert.tasks.task import Task, cached_generator, require_keys
+from kbert.training.objective_metrics import add_objective_metrics, track_objective
+from kbert.training.losses import weighted_cross_entropy
+from kbert.training.task import Task, cached_generator, require_keys
 
 INPUTS = ("token_ids", "padding_mask")
 

@@ -16,7 +16,7 @@ from kbert.arguments import probability
 from kbert.layers.fused_dense import FusedDense
 from kbert.models.encoder import Encoder
 from kbert.tasks.encoder_features import FEATURES, EncoderFeatures
-from kbert.tasks.task import backbone_inputs, require_keys
+from kbert.training.task import backbone_inputs, require_keys
 
 # Inputs every task needs; `segment_ids` may be left out (zeros), and a
 # Longformer backbone's `global_attention_mask` too (no global tokens).
@@ -101,7 +101,7 @@ def labelled(labels):
 
     A label of -1 marks what the loss and the metrics leave out: a token
     without a label, or a row that only pads a batch (`pad_final_batch` in
-    `kbert.tasks.task_datasets`).
+    `kbert.tasks.input_pipelines`).
 
     >>> labels, weights = labelled(keras.ops.array([2, -1, 0]))
     >>> keras.ops.convert_to_numpy(labels).tolist(), keras.ops.convert_to_numpy(weights).tolist()

@@ -15,8 +15,8 @@ from kbert.tasks.heads import (
     labelled,
     task_targets,
 )
-from kbert.tasks.losses import weighted_cross_entropy
-from kbert.tasks.task import Task, require_keys
+from kbert.training.losses import weighted_cross_entropy
+from kbert.training.task import Task, require_keys
 
 
 @keras.saving.register_keras_serializable(package="kbert")

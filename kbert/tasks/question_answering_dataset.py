@@ -27,7 +27,7 @@ what post-processing (`kbert.tasks.span_decoding.decode_answers`) needs:
   the example each window comes from.
 
 `question_answering_dataset` batches the windows as the other builders of
-`kbert.tasks.task_datasets` do: `x` holds `token_ids`, `segment_ids`,
+`kbert.tasks.input_pipelines` do: `x` holds `token_ids`, `segment_ids`,
 `padding_mask` and `question_mask` (int32), `y` holds `start_positions` and
 `end_positions` (int32).
 
@@ -43,8 +43,8 @@ answers, _ = decode_answers(logits["start_logits"], logits["end_logits"], window
 import numpy as np
 
 from kbert.backend_utils import lazy_import
-from kbert.pretraining.sentence_pairs import pack
-from kbert.tasks.task_datasets import arrays_dataset, index_batches, special_token_ids
+from kbert.tasks.input_pipelines import arrays_dataset, index_batches, special_token_ids
+from kbert.text.pair_packing import pack
 
 tf = lazy_import("tensorflow")
 
@@ -225,7 +225,7 @@ def question_answering_dataset(
     Args:
         windows: the dict of arrays `question_answering_windows` returns.
         batch_size, training, seed, pad_final_batch: as in
-            `kbert.tasks.task_datasets` (training shuffles the windows).
+            `kbert.tasks.input_pipelines` (training shuffles the windows).
 
     Returns:
         A `tf.data.Dataset` of `(x, y)`: `x` with `token_ids`, `segment_ids`,

@@ -2,7 +2,7 @@
 
 Plain Python (`csv`, `json`), the same on every backend, without TensorFlow.
 Each reader returns a list of dicts, one per example, with the keys the
-`kbert.tasks.task_datasets` builders take:
+`kbert.tasks.input_pipelines` builders take:
 
 - `read_classification` and `read_regression`: `text`, `text_pair` (for
   sentence pairs) and `label` (a string, or a float for regression);

@@ -6,7 +6,7 @@ from keras import ops
 from kbert.backend_utils import scale_loss_for_replicas
 from kbert.input_checks import ids
 from kbert.generation.seq2seq_generator import Seq2SeqGenerator
-from kbert.tasks.task import Task, cached_generator
+from kbert.training.task import Task, cached_generator
 
 
 @keras.saving.register_keras_serializable(package="kbert")

@@ -8,8 +8,8 @@ from kbert.backend_utils import is_eager_tensor, scale_loss_for_replicas
 from kbert.input_checks import check_ids_in_range, mask, positions
 from kbert.layers.attention_mask import MASKED_SCORE
 from kbert.tasks.heads import encode, feature_route, head_dense, labelled, task_targets
-from kbert.tasks.losses import weighted_cross_entropy
-from kbert.tasks.task import Task
+from kbert.training.losses import weighted_cross_entropy
+from kbert.training.task import Task
 
 # The logit of a padding position, in float32: no span starts or ends there.
 

@@ -8,8 +8,8 @@ from kbert.backend_utils import scale_loss_for_replicas
 from kbert.input_checks import check_ids_in_range, labels
 from kbert.layers.activations import get_activation, serialize_activation
 from kbert.tasks.heads import encode, feature_route, head_dense, head_dropout, labelled, task_targets
-from kbert.tasks.losses import weighted_cross_entropy, weighted_mean
-from kbert.tasks.task import Task
+from kbert.training.losses import weighted_cross_entropy, weighted_mean
+from kbert.training.task import Task
 
 
 def _first_token_global(backbone, inputs):

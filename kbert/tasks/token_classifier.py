@@ -7,8 +7,8 @@ from kbert.arguments import integer
 from kbert.backend_utils import scale_loss_for_replicas
 from kbert.input_checks import TOKENS, check_ids_in_range, labels
 from kbert.tasks.heads import encode, feature_route, head_dense, head_dropout, labelled, task_targets
-from kbert.tasks.losses import weighted_cross_entropy
-from kbert.tasks.task import Task
+from kbert.training.losses import weighted_cross_entropy
+from kbert.training.task import Task
 
 
 @keras.saving.register_keras_serializable(package="kbert")

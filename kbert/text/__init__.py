@@ -1,9 +1,9 @@
 """Text to model inputs: WordPiece, SentencePiece and byte-level BPE tokenizers, vocabulary
 learning, segment packing, ELMo's character ids.
 
-This package runs on TensorFlow and tensorflow-text whatever the Keras backend
-(the text pipeline lives in `tf.data`), so `import kbert` does not import it:
-import `kbert.text` where text is processed.
+The tokenizers and the packer run on TensorFlow and tensorflow-text whatever
+the Keras backend (the text pipeline lives in `tf.data`); they are imported on
+first use, so `import kbert` and `import kbert.text` do not import TensorFlow.
 
 >>> from kbert.text import WordPieceTokenizer, SegmentPacker
 >>> tokenizer = WordPieceTokenizer(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "hello", "!"])
@@ -12,12 +12,29 @@ import `kbert.text` where text is processed.
 [2, 5, 6, 3, 0, 0]
 """
 
+import importlib
+
+# NumPy only: imported now (the function `character_ids` must shadow its module).
 from kbert.text.character_ids import MAX_CHARACTERS, character_ids, split_words, word_character_ids
-from kbert.text.byte_pair_tokenizer import BytePairTokenizer, learn_byte_pair_vocabulary
-from kbert.text.segment_packer import SegmentPacker
-from kbert.text.sentence_piece_tokenizer import SentencePieceTokenizer, train_sentence_piece
-from kbert.text.word_piece_tokenizer import WordPieceTokenizer
-from kbert.text.word_piece_vocabulary import learn_word_piece_vocabulary
+
+# Where each TensorFlow-backed public name lives; imported on first use, so
+# `kbert.text.pair_packing` and `kbert.text.character_ids` need no TensorFlow.
+_HOMES = {
+    "BytePairTokenizer": "byte_pair_tokenizer",
+    "SegmentPacker": "segment_packer",
+    "SentencePieceTokenizer": "sentence_piece_tokenizer",
+    "WordPieceTokenizer": "word_piece_tokenizer",
+    "learn_byte_pair_vocabulary": "byte_pair_tokenizer",
+    "learn_word_piece_vocabulary": "word_piece_vocabulary",
+    "train_sentence_piece": "sentence_piece_tokenizer",
+}
+
+
+def __getattr__(name):
+    if name not in _HOMES:
+        raise AttributeError(f"module 'kbert.text' has no attribute {name!r}")
+    return getattr(importlib.import_module(f"kbert.text.{_HOMES[name]}"), name)
+
 
 __all__ = [
     "BytePairTokenizer",

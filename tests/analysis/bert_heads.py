@@ -44,7 +44,7 @@ def imported(model_class, config, directory):
         for parameter in reference.parameters():
             parameter.normal_(0.0, 0.2)
     reference.save_pretrained(directory)
-    return reference, kbert.models.from_huggingface(directory)
+    return reference, kbert.from_huggingface(directory)
 
 
 def batch():

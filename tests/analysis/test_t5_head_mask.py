@@ -41,7 +41,7 @@ def test_t5_head_masks_equal_transformers(tmp_path):
     torch.manual_seed(0)
     reference = transformers.T5ForConditionalGeneration(config).eval()
     reference.save_pretrained(tmp_path)
-    model = kbert.models.from_huggingface(tmp_path)
+    model = kbert.from_huggingface(tmp_path)
     rng = np.random.default_rng(0)
     inputs = {"encoder_token_ids": rng.integers(2, 99, (2, 7)).astype("int32"),
               "encoder_padding_mask": np.ones((2, 7), "int32"),

@@ -1,5 +1,5 @@
 """kbert.checkpoints.bart_converter: tiny random `transformers` BART models, saved
-locally, imported with `kbert.models.from_huggingface`, compared logit for logit
+locally, imported with `kbert.from_huggingface`, compared logit for logit
 and greedy token for token."""
 
 import json
@@ -78,7 +78,7 @@ def converted(tmp_path_factory):
     hf_model = hf_bart()
     path = tmp_path_factory.mktemp("bart")
     hf_model.save_pretrained(path)
-    return hf_model, kbert.models.from_huggingface(path), path
+    return hf_model, kbert.from_huggingface(path), path
 
 
 def test_logits_match_transformers(converted):
@@ -134,7 +134,7 @@ def test_uncached_generation_equals_cached(converted):
 def test_bare_bart_model_loads_with_a_zero_logits_bias(tmp_path):
     hf_model = hf_bart()
     hf_model.model.save_pretrained(tmp_path)
-    model = kbert.models.from_huggingface(tmp_path)
+    model = kbert.from_huggingface(tmp_path)
     np.testing.assert_array_equal(keras.ops.convert_to_numpy(model.lm_head.bias), 0.0)
     with torch.no_grad():
         hf_model.final_logits_bias.zero_()
@@ -162,4 +162,4 @@ def test_unsupported_configs_are_refused(converted, tmp_path, change, message):
     (tmp_path / "config.json").write_text(json.dumps(config))
     (tmp_path / "model.safetensors").write_bytes((path / "model.safetensors").read_bytes())
     with pytest.raises(ValueError, match=message):
-        kbert.models.from_huggingface(tmp_path)
+        kbert.from_huggingface(tmp_path)

@@ -23,7 +23,7 @@ from kbert.checkpoints.registry import converter_for
 def test_outputs_match_transformers(family, tmp_path):
     hf_model = tiny_model(family)
     hf_model.save_pretrained(tmp_path)
-    backbone = kbert.models.from_huggingface(tmp_path)
+    backbone = kbert.from_huggingface(tmp_path)
 
     assert isinstance(backbone, kbert.models.Encoder)
     assert backbone.use_pooler == (family in ("bert", "roberta", "albert"))
@@ -39,7 +39,7 @@ def test_outputs_match_transformers(family, tmp_path):
 
 def test_config_mapping(tmp_path):
     tiny_model("roberta", pad_token_id=3, hidden_act="gelu_new").save_pretrained(tmp_path)
-    backbone = kbert.models.from_huggingface(tmp_path)
+    backbone = kbert.from_huggingface(tmp_path)
     assert backbone.position_offset == 4
     assert backbone.num_segments == 1
     assert backbone.activation == "gelu_approximate"
@@ -58,7 +58,7 @@ def test_activation_names_resolve_through_kbert_layers(hidden_act, activation):
 
 def test_albert_shares_one_block(tmp_path):
     tiny_model("albert").save_pretrained(tmp_path)
-    backbone = kbert.models.from_huggingface(tmp_path)
+    backbone = kbert.from_huggingface(tmp_path)
     assert backbone.share_layers and backbone.num_layers == 3
     assert len({id(layer) for layer in backbone.transformer_layers}) == 1
     assert backbone.embedding_dim == 16
@@ -79,7 +79,7 @@ def test_albert_shares_one_block(tmp_path):
 def test_task_checkpoint_loads_backbone(family, model_class, has_pooler, tmp_path):
     hf_model = tiny_model(family, model_class)
     hf_model.save_pretrained(tmp_path)
-    backbone = kbert.models.from_huggingface(tmp_path)
+    backbone = kbert.from_huggingface(tmp_path)
     assert backbone.use_pooler == has_pooler
     assert converter_for(family).task_prefix == hf_model.base_model_prefix + "."
     base = getattr(hf_model, hf_model.base_model_prefix)
@@ -95,7 +95,7 @@ def test_roberta_architecture_aliases(prefix, tmp_path):
     hf_model = randomize(getattr(transformers, prefix + "Model")(config))
     hf_model.save_pretrained(tmp_path)
     assert converter_for(config.model_type) is converter_for("roberta")
-    backbone = kbert.models.from_huggingface(tmp_path)
+    backbone = kbert.from_huggingface(tmp_path)
     sequence_diff, pooled_diff = compare(hf_model, backbone, pad_id=config.pad_token_id)
     assert sequence_diff <= TOLERANCE and pooled_diff <= TOLERANCE
 
@@ -103,17 +103,17 @@ def test_roberta_architecture_aliases(prefix, tmp_path):
 def test_distilbert_sinusoidal_table_from_checkpoint(tmp_path):
     hf_model = tiny_model("distilbert", sinusoidal_pos_embds=True)
     hf_model.save_pretrained(tmp_path)
-    assert compare(hf_model, kbert.models.from_huggingface(tmp_path))[0] <= TOLERANCE
+    assert compare(hf_model, kbert.from_huggingface(tmp_path))[0] <= TOLERANCE
     name = "embeddings.position_embeddings.weight"
     rewrite_tensors(tmp_path, lambda t: {k: v for k, v in t.items() if k != name})
     with pytest.raises(ValueError, match=r"sinusoidal_pos_embds=True.*position_embeddings"):
-        kbert.models.from_huggingface(tmp_path)
+        kbert.from_huggingface(tmp_path)
 
 
 def test_a_family_without_pooler_weights_refuses_a_pooler(tmp_path):
     tiny_model("electra").save_pretrained(tmp_path)
     with pytest.raises(ValueError, match="no pooler weights; build the model with use_pooler=False"):
-        kbert.models.from_huggingface(tmp_path, use_pooler=True)
+        kbert.from_huggingface(tmp_path, use_pooler=True)
 
 
 def test_every_bert_style_model_type_has_its_converter():
@@ -137,4 +137,4 @@ def test_every_bert_style_model_type_has_its_converter():
 def test_unsupported_config_options(family, option, message, tmp_path):
     write_config(tmp_path, model_type=family, **{**FAMILIES[family][2], **option})
     with pytest.raises(ValueError, match=message):
-        kbert.models.from_huggingface(tmp_path)
+        kbert.from_huggingface(tmp_path)

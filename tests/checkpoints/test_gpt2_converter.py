@@ -1,5 +1,5 @@
 """kbert.checkpoints.gpt2_converter: tiny random `transformers` GPT-2 models, saved
-locally, imported with `kbert.models.from_huggingface`, compared logit for logit
+locally, imported with `kbert.from_huggingface`, compared logit for logit
 (left-padded batches included) and greedy token for token."""
 
 import json
@@ -57,7 +57,7 @@ def converted(tmp_path_factory):
     hf_model = hf_gpt2()
     path = tmp_path_factory.mktemp("gpt2")
     hf_model.save_pretrained(path)
-    return hf_model, kbert.models.from_huggingface(path)
+    return hf_model, kbert.from_huggingface(path)
 
 
 def test_logits_match_transformers_on_a_left_padded_batch(converted):
@@ -104,7 +104,7 @@ def test_greedy_matches_transformers_generate(converted):
 def test_a_bare_gpt2_model_and_overrides_load(tmp_path):
     hf_model = hf_gpt2(n_inner=24)
     hf_model.transformer.save_pretrained(tmp_path)  # GPT2Model: no "transformer." prefix
-    model = kbert.models.from_huggingface(tmp_path, dropout=0.0)
+    model = kbert.from_huggingface(tmp_path, dropout=0.0)
     assert model.dropout == 0.0 and model.intermediate_dim == 24
     x = left_padded()
     with torch.no_grad():
@@ -129,7 +129,7 @@ def test_rejects_what_kbert_cannot_represent(tmp_path, option, value, message):
     config[option] = value
     (tmp_path / "config.json").write_text(json.dumps(config))
     with pytest.raises(ValueError, match=message):
-        kbert.models.from_huggingface(tmp_path)
+        kbert.from_huggingface(tmp_path)
 
 
 def test_rejects_an_untied_head(tmp_path):
@@ -140,4 +140,4 @@ def test_rejects_an_untied_head(tmp_path):
     head = np.ones_like(tensors["transformer.wte.weight"])
     save_file({**tensors, "lm_head.weight": head}, tmp_path / "model.safetensors")
     with pytest.raises(ValueError, match="lm_head differs"):
-        kbert.models.from_huggingface(tmp_path)
+        kbert.from_huggingface(tmp_path)

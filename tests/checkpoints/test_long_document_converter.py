@@ -69,14 +69,14 @@ def _saved(hf_model, tmp_path_factory, name):
 def big_bird(tmp_path_factory):
     hf_model = _big_bird()
     path = _saved(hf_model, tmp_path_factory, "big_bird")
-    return hf_model, path, kbert.models.from_huggingface(path)
+    return hf_model, path, kbert.from_huggingface(path)
 
 
 @pytest.fixture(scope="module")
 def longformer(tmp_path_factory):
     hf_model = _longformer()
     path = _saved(hf_model, tmp_path_factory, "longformer")
-    return hf_model, path, kbert.models.from_huggingface(path)
+    return hf_model, path, kbert.from_huggingface(path)
 
 
 def _inputs(length, real, pad_id, seed=0):
@@ -181,7 +181,7 @@ def test_big_bird_original_full(big_bird, tmp_path):
     config_file.write_text(
         json.dumps({**json.loads(config_file.read_text()), "attention_type": "original_full"})
     )
-    backbone = kbert.models.from_huggingface(tmp_path)
+    backbone = kbert.from_huggingface(tmp_path)
     assert backbone.attention == "dense"
     tensors = {name: p.detach().numpy() for name, p in hf_model.state_dict().items()}
     inputs = _inputs(40, real=33, pad_id=0)
@@ -214,7 +214,7 @@ def test_longformer_masked_lm_checkpoint_and_one_window(tmp_path):
     )
     hf_model = _randomize(transformers.LongformerForMaskedLM(config))
     hf_model.save_pretrained(tmp_path)
-    backbone = kbert.models.from_huggingface(tmp_path)
+    backbone = kbert.from_huggingface(tmp_path)
     assert backbone.attention_kwargs == {"window": 3} and not backbone.use_pooler
     inputs = _inputs(19, real=13, pad_id=1)
     outputs = backbone(inputs)
@@ -244,4 +244,4 @@ def test_unsupported_config_options(family, option, message, request, tmp_path):
     config_file = tmp_path / "config.json"
     config_file.write_text(json.dumps({**json.loads(config_file.read_text()), **option}))
     with pytest.raises(ValueError, match=message):
-        kbert.models.from_huggingface(tmp_path)
+        kbert.from_huggingface(tmp_path)

@@ -1,5 +1,5 @@
 """kbert.checkpoints.t5_converter: tiny random `transformers` T5 models, saved
-locally, imported with `kbert.models.from_huggingface`, compared logit for logit
+locally, imported with `kbert.from_huggingface`, compared logit for logit
 and greedy token for token."""
 
 import json
@@ -82,7 +82,7 @@ def converted(request, tmp_path_factory):
     hf_model = hf_t5(request.param)
     path = tmp_path_factory.mktemp(request.param)
     hf_model.save_pretrained(path)
-    return request.param, hf_model, kbert.models.from_huggingface(path)
+    return request.param, hf_model, kbert.from_huggingface(path)
 
 
 def test_logits_match_transformers(converted):
@@ -120,7 +120,7 @@ def test_greedy_matches_transformers_generate(converted):
 def test_more_decoder_than_encoder_layers(tmp_path):
     hf_model = hf_t5("v1_0", num_decoder_layers=3)
     hf_model.save_pretrained(tmp_path)
-    model = kbert.models.from_huggingface(tmp_path, dropout=0.0)
+    model = kbert.from_huggingface(tmp_path, dropout=0.0)
     assert model.num_decoder_layers == 3 and model.dropout == 0.0
     assert logits_difference(hf_model, model) <= TOLERANCE
 
@@ -137,7 +137,7 @@ def test_separate_lm_head_tensor_is_loaded(tmp_path):
     config.pop("scale_decoder_outputs")
     config["tie_word_embeddings"] = False
     (tmp_path / "config.json").write_text(json.dumps(config))
-    model = kbert.models.from_huggingface(tmp_path)
+    model = kbert.from_huggingface(tmp_path)
     np.testing.assert_array_equal(keras.ops.convert_to_numpy(model.lm_head.kernel), head.T)
 
 
@@ -147,4 +147,4 @@ def test_rejects_unknown_feed_forward(tmp_path):
     config["feed_forward_proj"] = "gated-mish"
     (tmp_path / "config.json").write_text(json.dumps(config))
     with pytest.raises(ValueError, match="Unsupported T5 feed_forward_proj"):
-        kbert.models.from_huggingface(tmp_path)
+        kbert.from_huggingface(tmp_path)

@@ -48,7 +48,7 @@ def _hf_logits(hf_model, batch):
 
 def _imported(hf_model, tmp_path, **options):
     hf_model.save_pretrained(tmp_path)
-    return kbert.tasks.from_huggingface_task(tmp_path, **options)
+    return kbert.from_huggingface_task(tmp_path, **options)
 
 
 @pytest.mark.parametrize(

@@ -30,7 +30,7 @@ def test_pytorch_bin_checkpoint(tmp_path):
     hf_model = tiny_model("bert")
     hf_model.config.save_pretrained(tmp_path)
     torch.save(hf_model.state_dict(), tmp_path / "pytorch_model.bin")
-    backbone = kbert.models.from_huggingface(tmp_path)
+    backbone = kbert.from_huggingface(tmp_path)
     sequence_diff, pooled_diff = compare(hf_model, backbone)
     assert sequence_diff <= TOLERANCE and pooled_diff <= TOLERANCE
 
@@ -39,7 +39,7 @@ def test_sharded_safetensors(tmp_path):
     hf_model = tiny_model("electra")
     hf_model.save_pretrained(tmp_path, max_shard_size="20KB")
     assert (tmp_path / "model.safetensors.index.json").exists()
-    backbone = kbert.models.from_huggingface(tmp_path)
+    backbone = kbert.from_huggingface(tmp_path)
     assert compare(hf_model, backbone)[0] <= TOLERANCE
 
 
@@ -61,7 +61,7 @@ def test_bfloat16_checkpoint(file_format, tmp_path):
     else:
         hf_model.config.save_pretrained(tmp_path)
         torch.save(hf_model.state_dict(), tmp_path / "pytorch_model.bin")
-    backbone = kbert.models.from_huggingface(tmp_path)
+    backbone = kbert.from_huggingface(tmp_path)
     assert str(backbone.dtype_policy.variable_dtype) == "float32"
     # Compared with the same bfloat16 weights widened to float32.
     sequence_diff, pooled_diff = compare(hf_model.float(), backbone)
@@ -81,7 +81,7 @@ def test_old_layer_norm_names_and_prefix(tmp_path):
         return renamed
 
     rewrite_tensors(tmp_path, rename)
-    backbone = kbert.models.from_huggingface(tmp_path)
+    backbone = kbert.from_huggingface(tmp_path)
     sequence_diff, pooled_diff = compare(hf_model, backbone)
     assert sequence_diff <= TOLERANCE and pooled_diff <= TOLERANCE
 
@@ -92,7 +92,7 @@ def test_missing_tensor_is_named(tmp_path):
     rewrite_tensors(tmp_path, lambda t: {k: v for k, v in t.items() if k != name})
     expected = r"encoder\.layer\.1\.output\.dense\.weight \(shape \(32, 37\)\)"
     with pytest.raises(ValueError, match=expected):
-        kbert.models.from_huggingface(tmp_path)
+        kbert.from_huggingface(tmp_path)
 
 
 def test_shape_mismatch_names_both_shapes(tmp_path):
@@ -100,7 +100,7 @@ def test_shape_mismatch_names_both_shapes(tmp_path):
     name = "embeddings.position_embeddings.weight"
     rewrite_tensors(tmp_path, lambda t: {**t, name: t[name][:63]})
     with pytest.raises(ValueError) as error:
-        kbert.models.from_huggingface(tmp_path)
+        kbert.from_huggingface(tmp_path)
     message = str(error.value)
     assert name in message and "(63, 32)" in message and "(64, 32)" in message
     assert "embeddings/position_embedding/embeddings" in message

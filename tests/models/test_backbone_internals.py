@@ -42,7 +42,7 @@ def test_internals_equal_transformers_outputs(family, tmp_path):
     torch.manual_seed(0)
     reference = transformers.AutoModel.from_config(config, attn_implementation="eager").eval()
     reference.save_pretrained(tmp_path)
-    encoder = kbert.models.from_huggingface(tmp_path)
+    encoder = kbert.from_huggingface(tmp_path)
     inputs = batch(with_segments=encoder.num_segments > 0)
     outputs = encoder.with_internals()(inputs)
     with torch.no_grad():
@@ -138,7 +138,7 @@ def test_t5_internals_equal_transformers_outputs(gated, tmp_path):
     reference = transformers.T5ForConditionalGeneration(config).eval()
     reference.save_pretrained(tmp_path)
     inputs = t5_batch()
-    outputs = kbert.models.from_huggingface(tmp_path).with_internals()(inputs)
+    outputs = kbert.from_huggingface(tmp_path).with_internals()(inputs)
     with torch.no_grad():
         expected = reference(
             input_ids=torch.tensor(inputs["encoder_token_ids"], dtype=torch.long),

@@ -9,8 +9,8 @@ from helpers import assert_close, np_softmax, to_numpy, xla_call
 
 import kbert
 from kbert.pretraining.bert_pretrainer import BertPretrainer
-from kbert.pretraining.optimizers import create_optimizer
-from kbert.tasks.losses import weighted_cross_entropy
+from kbert.training.optimizers import create_optimizer
+from kbert.training.losses import weighted_cross_entropy
 
 TINY = dict(
     vocabulary_size=60,

@@ -14,7 +14,6 @@ from kbert.pretraining.sentence_pairs import (
     document_chunks,
     full_sentences,
     nsp_pairs,
-    pack,
     sop_pairs,
     truncate_pair,
 )
@@ -190,17 +189,6 @@ def test_truncate_pair_trims_the_longer_side_at_both_ends():
         backs += a[-1] < 9
     assert fronts > 50 and backs > 50
 
-
-def test_pack_layout():
-    ids, segments, mask = pack([7, 8, 9], [10, 11], 10, cls_id=2, sep_id=3, pad_id=0)
-    np.testing.assert_array_equal(ids, [2, 7, 8, 9, 3, 10, 11, 3, 0, 0])
-    np.testing.assert_array_equal(segments, [0, 0, 0, 0, 0, 1, 1, 1, 0, 0])
-    np.testing.assert_array_equal(mask, [1, 1, 1, 1, 1, 1, 1, 1, 0, 0])
-    ids, segments, mask = pack([7], None, 4, cls_id=2, sep_id=3)
-    np.testing.assert_array_equal(ids, [2, 7, 3, 0])
-    assert ids.dtype == segments.dtype == mask.dtype == np.int32
-    with pytest.raises(ValueError, match="more than sequence_length=4"):
-        pack([7, 8], [9], 4, cls_id=2, sep_id=3)
 
 
 def test_errors():

@@ -7,7 +7,7 @@ import os
 
 import pytest
 
-from kbert.tasks.bbc_news import bbc_news_folder
+from kbert.jobs.bbc_news import bbc_news_folder
 from kbert.text import BytePairTokenizer, learn_byte_pair_vocabulary
 
 tf = pytest.importorskip("tensorflow")

@@ -1,0 +1,295 @@
+"""The six tasks of `kbert finetune`: how each reads its files, batches, builds, predicts and scores.
+
+`TASKS[name]` is a `kbert.jobs.finetuning_task.FinetuningTask` for
+`classify` (GLUE-style classification), `regress` (STS-B-style regression),
+`tag` (CoNLL NER), `qa` (SQuAD 1.1 / 2.0) and `choice` (SWAG) on an encoder,
+and `text` (T5's text to text, scored on generated text) on a T5.
+`read(name, path, train)` reads a file into a `TaskExamples`
+(`kbert.jobs.task_examples`). A validation file is read
+against the training file: a label not seen in training, text pairs where
+training had single texts (or the reverse) and another number of SWAG
+endings are errors naming the file and its row.
+"""
+
+import json
+
+import numpy as np
+
+from kbert.models.t5 import T5
+from kbert.tasks import metrics, readers
+from kbert.jobs.finetuning_task import FinetuningTask
+from kbert.tasks.multiple_choice import MultipleChoice
+from kbert.tasks.seq2seq_lm import Seq2SeqLM
+from kbert.tasks.span_question_answering import SpanQuestionAnswering
+from kbert.jobs.task_examples import TaskExamples
+from kbert.tasks.text_classifier import TextClassifier
+from kbert.tasks.token_classifier import TokenClassifier
+
+
+def question_answering_window_sizes(sequence_length):
+    """`max_query_length` and `doc_stride` for windows of `sequence_length` tokens.
+
+    BERT's SQuAD settings (64 and 128 at 384 tokens), kept for longer windows
+    and scaled down for shorter ones: a question takes at most half the window
+    and windows start a third of the window apart.
+
+    >>> question_answering_window_sizes(384), question_answering_window_sizes(32)
+    ({'max_query_length': 64, 'doc_stride': 128}, {'max_query_length': 16, 'doc_stride': 10})
+    """
+    return dict(max_query_length=min(64, sequence_length // 2), doc_stride=min(128, sequence_length // 3))
+
+
+def read(task, path, train=None):
+    """`path` read as `task`'s data; `train` (a `TaskExamples`) gives the label vocabulary."""
+    return TASKS[task].read(path, train)
+
+
+def _inputs(x, y):
+    return x
+
+
+def _predict(model, dataset, count):
+    """The model's outputs on the first `count` rows of `dataset` (which pads its last batch)."""
+    outputs = model.predict(dataset.map(_inputs), verbose=0)
+    outputs = outputs if isinstance(outputs, dict) else {"logits": outputs}
+    return {name: np.asarray(value)[:count] for name, value in outputs.items()}
+
+
+def _datasets():
+    from kbert.tasks import question_answering_dataset, input_pipelines
+
+    return input_pipelines, question_answering_dataset
+
+
+# --- classify and regress -------------------------------------------------------
+
+
+def _check_pairs(path, examples, train):
+    """A `ValueError` when this file has a `text_pair` column and the training file not, or the reverse."""
+    if train is not None and ("text_pair" in examples[0]) != ("text_pair" in train.examples[0]):
+        this, training = ("a", "none") if "text_pair" in examples[0] else ("no", "one")
+        raise ValueError(f"{path}, line 1: the file has {this} 'text_pair' column and the training file "
+                         f"has {training}; both need single texts or both pairs.")
+    return examples
+
+
+def _read_classification(path, train):
+    examples, labels = readers.read_classification(path, labels=train.labels if train else None)
+    if len(labels) < 2:
+        raise ValueError(f"{path}: every row has the label {labels[0]!r}; classification needs two or more.")
+    return TaskExamples(_check_pairs(path, examples, train), labels)
+
+
+def _read_regression(path, train):
+    return TaskExamples(_check_pairs(path, readers.read_regression(path), train))
+
+
+def _builder_dataset(builder, data, **options):
+    """`input_pipelines.<builder>` on the examples, with the label vocabulary where there is one."""
+    input_pipelines, _ = _datasets()
+    if data.labels is not None:
+        options["labels"] = data.labels
+    return getattr(input_pipelines, builder)(data.examples, **options)
+
+
+def _text_dataset(data, **options):
+    return _builder_dataset("text_classification_dataset", data, **options)
+
+
+def _classification_scores(model, data, **options):
+    logits = _predict(model, _text_dataset(data, pad_final_batch=True, **options), len(data.examples))["logits"]
+    predicted = logits.argmax(-1)
+    gold = np.array([data.labels.index(example["label"]) for example in data.examples])
+    names = ("accuracy", "f1", "matthews_correlation") if len(data.labels) == 2 else (
+        "accuracy", "macro_f1", "matthews_correlation")
+    rows = [{"label": example["label"], "prediction": data.labels[p]}
+            for example, p in zip(data.examples, predicted)]
+    return metrics.glue_scores(gold, predicted, names), rows
+
+
+def _regression_scores(model, data, **options):
+    logits = _predict(model, _text_dataset(data, pad_final_batch=True, **options), len(data.examples))["logits"]
+    predicted = logits.reshape(-1).astype(float)
+    gold = np.array([example["label"] for example in data.examples])
+    scores = metrics.glue_scores(gold, predicted, ("pearson", "spearman"))
+    scores["mean_squared_error"] = float(np.mean((gold - predicted) ** 2))
+    rows = [{"label": float(g), "prediction": float(p)} for g, p in zip(gold, predicted)]
+    return scores, rows
+
+
+# --- tag ---------------------------------------------------------------------------
+
+
+def _read_conll(path, train):
+    sentences, labels = readers.read_conll(path, labels=train.labels if train else None)
+    return TaskExamples(sentences, labels)
+
+
+def _tag_dataset(data, **options):
+    return _builder_dataset("token_classification_dataset", data, **options)
+
+
+def _tag_scores(model, data, **options):
+    """Entity F1 over each word's first sub-token; words cut by truncation are tagged `O`."""
+    dataset = _tag_dataset(data, pad_final_batch=True, **options)
+    logits = _predict(model, dataset, len(data.examples))["logits"]
+    first_pieces = np.concatenate([np.asarray(y["labels"]) for _, y in dataset])[: len(data.examples)] >= 0
+    predicted = []
+    for sentence, row_logits, row_first in zip(data.examples, logits, first_pieces):
+        tags = [data.labels[i] for i in row_logits[row_first].argmax(-1)]
+        predicted.append(tags + ["O"] * (len(sentence["words"]) - len(tags)))
+    gold = [sentence["tags"] for sentence in data.examples]
+    scores = metrics.entity_f1(gold, predicted)
+    rows = [{"words": s["words"], "tags": s["tags"], "predicted": p} for s, p in zip(data.examples, predicted)]
+    return scores, rows
+
+
+# --- qa ----------------------------------------------------------------------------
+
+
+def _read_squad(path, train):
+    """The questions, and the SQuAD JSON to score against; question ids must be unique."""
+    examples = readers.read_squad(path)
+    seen = set()
+    for example in examples:
+        if example["id"] in seen:
+            raise ValueError(f"{path}, question {example['id']}: the id is used by another question too.")
+        seen.add(example["id"])
+    with open(path, encoding="utf-8") as f:
+        return TaskExamples(examples, squad=json.load(f))
+
+
+def _qa_windows(data, tokenizer, sequence_length):
+    _, question_answering = _datasets()
+    return question_answering.question_answering_windows(
+        data.examples, tokenizer, sequence_length, **question_answering_window_sizes(sequence_length))
+
+
+def _qa_dataset(data, tokenizer, sequence_length, batch_size, training=False, seed=None,
+                pad_final_batch=False):
+    _, question_answering = _datasets()
+    windows = _qa_windows(data, tokenizer, sequence_length)
+    return question_answering.question_answering_dataset(
+        windows, batch_size, training=training, seed=seed, pad_final_batch=pad_final_batch)
+
+
+def _no_answer_threshold(answers, differences, squad):
+    """The null-score difference above which "" is the answer: the one best for F1 on this data.
+
+    `evaluate-v2.0.py`'s search reads its scores as probabilities, with a
+    threshold of 0.0 for "answer none"; the differences are shifted to 1 and up
+    so that 0.0 keeps that meaning, and the threshold is mapped back.
+    """
+    lowest = min((d for d in differences.values() if np.isfinite(d)), default=0.0)
+    shifted = {qid: difference - lowest + 1.0 for qid, difference in differences.items()}
+    best = metrics.squad_scores(answers, squad, no_answer_probabilities=shifted)["best_f1_thresh"]
+    unshifted = {shifted[qid]: difference for qid, difference in differences.items()}
+    return unshifted.get(best, lowest - 1.0)
+
+
+def _qa_scores(model, data, tokenizer, sequence_length, batch_size):
+    """SQuAD exact match and F1; for 2.0, at the no-answer threshold that is best on this data."""
+    from kbert.tasks.span_decoding import decode_answers
+
+    _, question_answering = _datasets()
+    windows = _qa_windows(data, tokenizer, sequence_length)
+    dataset = question_answering.question_answering_dataset(windows, batch_size, pad_final_batch=True)
+    outputs = _predict(model, dataset, len(windows["token_ids"]))
+    answers, differences = decode_answers(
+        outputs["start_logits"], outputs["end_logits"], windows["offsets"], windows["question_ids"],
+        {example["id"]: example["context"] for example in data.examples},
+        max_context_mask=windows["max_context_mask"])
+    extra = {}
+    if any(example["is_impossible"] for example in data.examples):
+        extra["no_answer_threshold"] = _no_answer_threshold(answers, differences, data.squad)
+        answers = {qid: "" if differences[qid] > extra["no_answer_threshold"] else answer
+                   for qid, answer in answers.items()}
+    rows = [{"id": qid, "answer": answer} for qid, answer in answers.items()]
+    return {**metrics.squad_scores(answers, data.squad), **extra}, rows
+
+
+# --- choice ------------------------------------------------------------------------
+
+
+def _read_swag(path, train):
+    """SWAG rows, each with its `label`, and as many choices as the training file's."""
+    examples = readers.read_swag(path)
+    if "label" not in examples[0]:
+        raise ValueError(f"{path}, line 1: no column 'label' (the index of the right ending).")
+    if train is not None and len(examples[0]["choices"]) != _number_of_choices(train):
+        raise ValueError(f"{path}, line 1: {len(examples[0]['choices'])} ending columns where the "
+                         f"training file has {_number_of_choices(train)}.")
+    return TaskExamples(examples)
+
+
+def _choice_dataset(data, **options):
+    return _builder_dataset("multiple_choice_dataset", data, **options)
+
+
+def _choice_scores(model, data, **options):
+    logits = _predict(model, _choice_dataset(data, pad_final_batch=True, **options), len(data.examples))["logits"]
+    predicted = logits.argmax(-1)
+    gold = np.array([example["label"] for example in data.examples])
+    rows = [{"label": int(g), "prediction": int(p)} for g, p in zip(gold, predicted)]
+    return metrics.glue_scores(gold, predicted, ("accuracy",)), rows
+
+
+def _number_of_choices(data):
+    return len(data.examples[0]["choices"])
+
+
+# --- text --------------------------------------------------------------------------
+
+
+def _read_text_to_text(path, train):
+    return TaskExamples(readers.read_text_to_text(path))
+
+
+def _text_to_text_dataset(data, **options):
+    return _builder_dataset("text_to_text_dataset", data, **options)
+
+
+def _text_to_text_model(backbone, train, features):
+    if features != "sequence_output":
+        raise ValueError(f"--features {features} reads a frozen encoder's layers; --task text fine-tunes "
+                         "the whole T5 (features sequence_output).")
+    return Seq2SeqLM(backbone)
+
+
+def _text_to_text_scores(model, data, tokenizer, sequence_length, batch_size):
+    """Exact match and F1 of greedily generated texts, at most `sequence_length` tokens each."""
+    sources = [{"source": example["source"]} for example in data.examples]
+    dataset = _text_to_text_dataset(TaskExamples(sources), tokenizer=tokenizer, sequence_length=sequence_length,
+                                    batch_size=batch_size, pad_final_batch=True)
+    generated = [model.generate({name: np.asarray(value) for name, value in x.items()},
+                                max_new_tokens=sequence_length) for x in dataset]
+    texts = tokenizer.detokenize(np.concatenate(generated)[: len(sources)]).numpy()
+    predictions = [text.decode("utf-8") for text in texts]
+    targets = [example["target"] for example in data.examples]
+    rows = [{"target": t, "prediction": p} for t, p in zip(targets, predictions)]
+    return metrics.text_to_text_scores(predictions, targets), rows
+
+
+TASKS = {
+    "classify": FinetuningTask(
+        _read_classification, _text_dataset,
+        lambda backbone, train, features: TextClassifier(backbone, len(train.labels), features=features),
+        _classification_scores),
+    "regress": FinetuningTask(
+        _read_regression, _text_dataset,
+        lambda backbone, train, features: TextClassifier(backbone, 1, features=features), _regression_scores),
+    "tag": FinetuningTask(
+        _read_conll, _tag_dataset,
+        lambda backbone, train, features: TokenClassifier(backbone, len(train.labels), features=features),
+        _tag_scores),
+    "qa": FinetuningTask(
+        _read_squad, _qa_dataset,
+        lambda backbone, train, features: SpanQuestionAnswering(backbone, features=features), _qa_scores),
+    "choice": FinetuningTask(
+        _read_swag, _choice_dataset,
+        lambda backbone, train, features: MultipleChoice(backbone, _number_of_choices(train), features=features),
+        _choice_scores),
+    "text": FinetuningTask(
+        _read_text_to_text, _text_to_text_dataset, _text_to_text_model, _text_to_text_scores, backbone_type=T5),
+}
+"""The tasks of `kbert finetune`, by name."""

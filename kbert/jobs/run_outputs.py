@@ -1,0 +1,55 @@
+"""What every `kbert pretrain` run shares, whatever its objective: the optimizer, the
+epoch length of its `fit`, the demo size and the files it saves.
+
+`pretraining_run` (the encoders and GPT-2), `bilm_run` (ELMo) and
+`bart_pretraining_run` (BART) import these, so none of them imports another.
+
+>>> STEPS_PER_EPOCH, DEMO_SENTENCES
+(50, 3)
+"""
+
+import json
+import os
+
+from kbert.jobs.learning_curve import save_learning_curve
+from kbert.training.optimizers import create_optimizer
+
+# The files a run leaves, BART's aside (its tokenizer has two files).
+OUTPUTS = ("vocab.txt", "model.keras", "metrics.json", "learning_curve.png")
+STEPS_PER_EPOCH = 50
+HELD_OUT_EVERY = 10
+DEMO_SENTENCES = 3
+
+
+def run_optimizer(steps, learning_rate):
+    """The main job's optimizer: AdamW peaking at `learning_rate` after a tenth of the `steps`."""
+    return create_optimizer("adamw", learning_rate=learning_rate, total_steps=steps,
+                            warmup_steps=max(steps // 10, 1))
+
+
+def saved_vocabulary(output, learn, documents, vocabulary_size, kind, log):
+    """The path of `output/vocab.txt`, first written (one entry a line) if absent.
+
+    `learn(documents, vocabulary_size)` gives the entries; `kind` names them in the log line.
+    """
+    path = os.path.join(output, "vocab.txt")
+    if not os.path.exists(path):
+        entries = learn(documents, vocabulary_size)
+        with open(path, "w", encoding="utf-8") as f:
+            f.write("\n".join(entries) + "\n")
+        log(f"Learned a {len(entries):,}-{kind} vocabulary (at most {vocabulary_size:,}) "
+            f"from {len(documents)} documents.")
+    return path
+
+
+def save_run(run, model, metrics, title, saved_files, log):
+    """Save `model`, the metrics and the learning curve (titled `title`) to `run.output`; end `run`.
+
+    `saved_files` names every file the run leaves (the tokenizer's too), for the log line.
+    """
+    model.save(os.path.join(run.output, "model.keras"))
+    with open(os.path.join(run.output, "metrics.json"), "w") as f:
+        json.dump(metrics, f, indent=2)
+    save_learning_curve(os.path.join(run.output, "learning_curve.png"), run.losses, title)
+    run.finish()
+    log(f"Saved {', '.join(saved_files)} to {run.output}")

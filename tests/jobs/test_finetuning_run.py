@@ -1,0 +1,142 @@
+"""`kbert finetune`'s job end to end on a tiny encoder: every task and file format, resume, the BBC demo's guard.
+
+Each run is one short epoch at 24 tokens on files of `finetuning_data`; the
+checkpoint is a one-layer, 16-wide BERT saved as `model.keras` with its
+`vocab.txt` beside it, as `kbert pretrain` leaves one.
+"""
+
+import os
+
+import keras
+import numpy as np
+import pytest
+from finetuning_data import check_saved, write_checkpoint, write_t5_checkpoint, write_task_files
+
+from kbert.tasks import MultipleChoice, Seq2SeqLM, SpanQuestionAnswering, TextClassifier, TokenClassifier
+from kbert.jobs.finetuning_run import run_bbc_news_comparison, run_finetuning
+
+RUN = dict(epochs=1, batch_size=4, learning_rate=1e-3, sequence_length=24, log=lambda line: None)
+
+
+@pytest.fixture(scope="module")
+def checkpoint(tmp_path_factory):
+    return write_checkpoint(tmp_path_factory.mktemp("checkpoint"))
+
+
+@pytest.fixture(scope="module")
+def t5_checkpoint(tmp_path_factory):
+    return write_t5_checkpoint(tmp_path_factory.mktemp("t5_checkpoint"))
+
+
+# task, file options, model class, metric -> its range. The resume test runs `classify` on JSONL with
+# three classes, tests/test_cli.py on CSV with text pairs.
+CASES = {
+    "regress_tsv": ("regress", {"suffix": ".tsv"}, TextClassifier,
+                    {"pearson": (-1, 1), "spearman": (-1, 1), "mean_squared_error": (0, np.inf)}),
+    "tag": ("tag", {}, TokenClassifier, {"precision": (0, 1), "recall": (0, 1), "f1": (0, 1)}),
+    "qa_squad_1": ("qa", {}, SpanQuestionAnswering, {"exact": (0, 100), "f1": (0, 100), "HasAns_f1": (0, 100)}),
+    "qa_squad_2": ("qa", {"version": "2.0"}, SpanQuestionAnswering,
+                   {"exact": (0, 100), "f1": (0, 100), "HasAns_exact": (0, 100), "HasAns_f1": (0, 100),
+                    "NoAns_exact": (0, 100), "no_answer_threshold": (-np.inf, np.inf)}),
+    "choice": ("choice", {}, MultipleChoice, {"accuracy": (0, 1)}),
+}
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_every_task_fine_tunes_scores_and_saves(case, checkpoint, tmp_path):
+    task, options, model_class, ranges = CASES[case]
+    train, validation = write_task_files(task, tmp_path, **options)
+    metrics = run_finetuning(task, checkpoint, train, validation, output=str(tmp_path / "run"), **RUN)
+    assert metrics["task"] == task and metrics["train_examples"] >= 8
+    for name, (low, high) in ranges.items():  # correlations are NaN if the predictions are constant
+        value = metrics[name]
+        assert low <= value <= high or (name in ("pearson", "spearman") and np.isnan(value)), (name, value)
+    rows = check_saved(tmp_path / "run", metrics, model_class)
+    questions = metrics.get("total", metrics["validation_examples"])
+    assert len(rows) == questions
+
+
+def test_t5_learns_text_to_text_and_is_scored_on_what_it_generates(t5_checkpoint, tmp_path):
+    # "sentiment: <text>" to "positive" or "negative": chance is 50% exact; 40 steps learn it.
+    train, validation = write_task_files("text", tmp_path, count=32)
+    run = dict(RUN, epochs=5, learning_rate=1e-2, sequence_length=16)
+    metrics = run_finetuning("text", t5_checkpoint, train, validation, output=str(tmp_path / "run"), **run)
+    assert metrics["exact"] >= 90 and metrics["f1"] >= metrics["exact"]
+    rows = check_saved(tmp_path / "run", metrics, Seq2SeqLM)
+    assert len(rows) == 16 and {row["target"] for row in rows} == {"positive", "negative"}
+
+
+def test_a_task_on_the_wrong_kind_of_backbone(checkpoint, t5_checkpoint, tmp_path):
+    for task, model, kind in (("text", checkpoint, "Encoder"), ("classify", t5_checkpoint, "T5")):
+        train, validation = write_task_files(task, tmp_path)
+        with pytest.raises(ValueError, match=f"--task {task} fine-tunes a kbert .*; the checkpoint's backbone "
+                                             f"is kbert.models.{kind}"):
+            run_finetuning(task, model, train, validation, output=str(tmp_path / "run"), **RUN)
+    train, validation = write_task_files("text", tmp_path)
+    with pytest.raises(ValueError, match="--features scalar_mix reads a frozen encoder's layers; --task text "
+                                         "fine-tunes the whole T5"):
+        run_finetuning("text", t5_checkpoint, train, validation, output=str(tmp_path / "run"),
+                       features="scalar_mix", **RUN)
+    assert not (tmp_path / "run").exists()
+
+
+class _StopAt(keras.callbacks.Callback):
+    """Raises `KeyboardInterrupt` (as a crash would stop the run) before training step `at`."""
+
+    def __init__(self, at):
+        super().__init__()
+        self.at, self.steps = at, 0
+
+    def on_train_batch_begin(self, batch, logs=None):
+        if self.steps == self.at:
+            raise KeyboardInterrupt
+        self.steps += 1
+
+
+def _weights(path):
+    return [keras.ops.convert_to_numpy(v) for v in keras.saving.load_model(path).weights]
+
+
+def test_an_interrupted_run_resumes_to_the_uninterrupted_result(checkpoint, tmp_path):
+    train, validation = write_task_files("classify", tmp_path, suffix=".jsonl", classes=3)
+    run = dict(RUN, epochs=2, save_every=1)  # 2 epochs of 2 steps
+    whole = run_finetuning("classify", checkpoint, train, validation, output=str(tmp_path / "whole"), **run)
+    with pytest.raises(KeyboardInterrupt):
+        run_finetuning("classify", checkpoint, train, validation, output=str(tmp_path / "run"),
+                       callbacks=[_StopAt(3)], **run)
+    assert os.path.exists(tmp_path / "run" / "checkpoint.npz")
+    resumed = _StopAt(None)
+    metrics = run_finetuning("classify", checkpoint, train, validation, output=str(tmp_path / "run"),
+                             callbacks=[resumed], **run)
+    assert resumed.steps == 1  # the fourth step only
+    rows = check_saved(tmp_path / "run", metrics, TextClassifier)  # the checkpoint is gone
+    assert {row["label"] for row in rows} == {"0", "1", "2"} and len(rows) == 4
+    for name in ("accuracy", "macro_f1", "matthews_correlation"):
+        assert metrics[name] == pytest.approx(whole[name], abs=1e-6)
+    for ours, reference in zip(_weights(tmp_path / "run" / "model.keras"), _weights(tmp_path / "whole" / "model.keras")):
+        np.testing.assert_allclose(ours, reference, atol=1e-6)
+
+
+def test_a_rerun_with_other_arguments_is_refused_unless_overwritten(checkpoint, tmp_path):
+    train, validation = write_task_files("classify", tmp_path)
+    run_finetuning("classify", checkpoint, train, validation, output=str(tmp_path / "run"), **RUN)
+    with pytest.raises(ValueError, match=r"holds a run with other arguments: --learning-rate 0.001 \(now 0.002\)"):
+        run_finetuning("classify", checkpoint, train, validation, output=str(tmp_path / "run"),
+                       **dict(RUN, learning_rate=2e-3))
+    metrics = run_finetuning("classify", checkpoint, train, validation, output=str(tmp_path / "run"),
+                             overwrite=True, **dict(RUN, learning_rate=2e-3))
+    assert metrics["learning_rate"] == 2e-3
+    check_saved(tmp_path / "run", metrics, TextClassifier)
+
+
+def test_a_run_too_long_for_the_model_stops_before_training(checkpoint, tmp_path):
+    train, validation = write_task_files("classify", tmp_path)
+    with pytest.raises(ValueError, match="Sequence length 64 exceeds the model's 32 positions"):
+        run_finetuning("classify", checkpoint, train, validation, output=str(tmp_path / "run"),
+                       **dict(RUN, sequence_length=64))
+    assert not os.path.exists(tmp_path / "run")
+
+
+def test_the_bbc_news_demo_needs_a_pretrained_model(tmp_path):
+    with pytest.raises(FileNotFoundError, match="No pretrained model at .*model.keras: run `kbert pretrain` first"):
+        run_bbc_news_comparison(pretrained=str(tmp_path / "pretrain"), output=str(tmp_path / "run"), **RUN)

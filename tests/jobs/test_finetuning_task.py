@@ -1,0 +1,22 @@
+"""FinetuningTask: the record each `kbert finetune` task is, and the table of them."""
+
+import dataclasses
+
+import pytest
+
+from kbert.models import T5, Encoder
+from kbert.jobs.finetuning_task import FinetuningTask
+from kbert.jobs.finetuning_catalog import TASKS
+
+
+def test_every_task_is_a_complete_record_on_its_backbone():
+    assert sorted(TASKS) == ["choice", "classify", "qa", "regress", "tag", "text"]
+    for name, task in TASKS.items():
+        assert isinstance(task, FinetuningTask)
+        assert all(callable(getattr(task, field)) for field in ("read", "dataset", "model", "evaluate"))
+        assert task.backbone_type is (T5 if name == "text" else Encoder)
+
+
+def test_a_task_is_frozen():
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        TASKS["classify"].backbone_type = T5
