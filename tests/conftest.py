@@ -1,4 +1,4 @@
-"""Test set-up shared by every test: quiet TensorFlow, a fixed seed, float32."""
+"""Test set-up shared by every test: quiet TensorFlow, a fixed seed, float32; the vocabulary fixtures."""
 
 import importlib.util
 
@@ -23,3 +23,19 @@ def _reset_keras_state():
     yield
     keras.config.set_dtype_policy("float32")
     keras.backend.clear_session(free_memory=False)
+
+
+@pytest.fixture(scope="module")
+def vocab_path(request, tmp_path_factory):
+    """A vocab.txt of the test module's `VOCABULARY` (for kbert's and Hugging Face's tokenizers)."""
+    path = tmp_path_factory.mktemp("vocab") / "vocab.txt"
+    path.write_text("".join(t + "\n" for t in request.module.VOCABULARY), encoding="utf-8")
+    return str(path)
+
+
+@pytest.fixture(scope="module")
+def tokenizer(vocab_path):
+    """A `kbert.text.WordPieceTokenizer` on `vocab_path`."""
+    from kbert.text import WordPieceTokenizer
+
+    return WordPieceTokenizer(vocab_path)
