@@ -5,7 +5,7 @@ VENV ?= .venv
 BACKEND ?= jax
 PY := $(VENV)/bin/python
 
-.PHONY: setup run test benchmark
+.PHONY: setup run test lint benchmark
 
 setup: $(VENV)/.installed
 
@@ -23,6 +23,10 @@ run: setup
 
 test: setup
 	bash scripts/test.sh
+
+# The style check (its rules: [tool.ruff] in pyproject.toml).
+lint: setup
+	$(VENV)/bin/ruff check kbert tests examples benchmarks
 
 # Every script in benchmarks/: the per-backend ones once per backend, the others
 # (which start one process per backend themselves) once. Tables go to benchmarks/results/.

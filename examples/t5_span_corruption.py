@@ -22,7 +22,6 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
 import numpy as np  # noqa: E402
 
-import kbert  # noqa: E402
 import keras  # noqa: E402
 from kbert.models import T5, seq2seq_inputs  # noqa: E402
 from kbert.pretraining import SpanCorruption, create_optimizer  # noqa: E402

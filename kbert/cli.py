@@ -57,7 +57,9 @@ def _parser():
     pretrain.add_argument("--batch-size", type=int, default=32)
     pretrain.add_argument("--sequence-length", type=int, default=64)
     pretrain.add_argument("--vocabulary-size", type=int, default=8000)
-    pretrain.add_argument("--learning-rate", type=float, default=2e-3, help="peak, after a warm-up of a tenth of the steps")
+    pretrain.add_argument(
+        "--learning-rate", type=float, default=2e-3, help="peak, after a warm-up of a tenth of the steps"
+    )
     pretrain.add_argument("--seed", type=int, default=0)
     pretrain.add_argument("--output", default="runs/pretrain",
                           help="folder for the model, vocabulary, metrics and the resume checkpoint")

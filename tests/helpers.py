@@ -11,7 +11,8 @@ from kbert code.
 import dataclasses
 import json
 import math
-from typing import Any, Callable, Optional
+from typing import Any
+from collections.abc import Callable
 
 import keras
 import numpy as np
@@ -304,8 +305,8 @@ class LayerCase:
     inputs: dict
     expected_shape: tuple
     call_kwargs: dict = dataclasses.field(default_factory=dict)
-    rebuild: Optional[Callable[[Any, dict], Any]] = None
-    make_model: Optional[Callable[["LayerCase"], keras.Model]] = None
+    rebuild: Callable[[Any, dict], Any] | None = None
+    make_model: Callable[["LayerCase"], keras.Model] | None = None
     mixed_tolerance: dict = dataclasses.field(
         default_factory=lambda: {"mixed_bfloat16": 0.05, "mixed_float16": 0.01}
     )

@@ -227,8 +227,9 @@ def test_sparse_attention_masks_of_the_wrong_length_are_rejected(attention, kwar
     if attention == "longformer":
         masks["global_attention_mask"] = np.ones((2, 4), "int32")
     for name, wrong in masks.items():
-        with pytest.raises(ValueError, match=rf"{name} must have shape \(batch, sequence\) with the "
-                                             rf"query's sequence length 8; received shape {re.escape(str(wrong.shape))}"):
+        message = (rf"{name} must have shape \(batch, sequence\) with the "
+                   rf"query's sequence length 8; received shape {re.escape(str(wrong.shape))}")
+        with pytest.raises(ValueError, match=message):
             layer(hidden, **{name: wrong})
 
 
@@ -313,7 +314,8 @@ def test_check_ids_in_range_accepts_valid_ids():
 )
 def test_check_ids_in_range_names_the_offending_id(ids, bad):
     ids = keras.ops.convert_to_tensor(np.array(ids, "int32"))
-    message = rf"Segment id {bad} is outside the valid range \[0, 6\)\. Received ids of shape \({len(to_numpy(ids))}, 2\)"
+    message = (rf"Segment id {bad} is outside the valid range \[0, 6\)\. "
+               rf"Received ids of shape \({len(to_numpy(ids))}, 2\)")
     with pytest.raises(ValueError, match=message):
         check_ids_in_range(ids, 6, "Segment id")
 

@@ -1,7 +1,7 @@
 """`FinetuningTask`: what `kbert finetune` does for one task, as `kbert.jobs.finetuning_catalog.TASKS` holds it."""
 
 import dataclasses
-from typing import Callable
+from collections.abc import Callable
 
 from kbert.models.encoder import Encoder
 

@@ -1,4 +1,5 @@
-"""Attention masks: merging `padding_mask` and `attention_mask` into one boolean mask, folding a padding mask into a score bias, and the masked score."""
+"""Attention masks: merging `padding_mask` and `attention_mask` into one boolean mask, folding a padding
+mask into a score bias, and the masked score."""
 
 from keras import ops
 

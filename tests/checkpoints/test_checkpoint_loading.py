@@ -16,8 +16,8 @@ from kbert.text import SentencePieceTokenizer
 TINY = dict(num_layers=1, num_heads=2, hidden_dim=16, intermediate_dim=32, max_positions=32, dropout=0.0)
 
 
-def _tiny_encoder(vocabulary_size=len(VOCABULARY)):
-    return kbert.models.build("bert_tiny", vocabulary_size=vocabulary_size, **TINY)
+def _tiny_encoder(vocabulary_size=None):
+    return kbert.models.build("bert_tiny", vocabulary_size=vocabulary_size or len(VOCABULARY), **TINY)
 
 
 def _token_table(backbone):
@@ -75,7 +75,9 @@ def test_a_builder_name_without_one_learns_it_from_the_texts():
 
 def test_missing_vocabularies_and_paths(tmp_path):
     _tiny_encoder().save(tmp_path / "model.keras")
-    with pytest.raises(FileNotFoundError, match=r"No vocab.txt or spiece.model beside .*model.keras; pass --vocabulary"):
+    with pytest.raises(
+        FileNotFoundError, match=r"No vocab.txt or spiece.model beside .*model.keras; pass --vocabulary"
+    ):
         load_checkpoint(tmp_path / "model.keras")
     with pytest.raises(FileNotFoundError, match="--vocabulary file not found: .*nowhere.txt"):
         load_checkpoint(tmp_path / "model.keras", vocabulary=tmp_path / "nowhere.txt")

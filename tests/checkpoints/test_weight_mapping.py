@@ -158,7 +158,9 @@ def test_assign_tensors_refuses_a_variable_without_a_name():
 
 def test_assign_tensors_names_what_is_missing():
     model = _dense_and_norms()
-    with pytest.raises(ValueError, match=r"^The checkpoint lacks 5 tensor\(s\) the model needs: fc.weight \(shape \(2, 3\)\)"):
+    with pytest.raises(
+        ValueError, match=r"^The checkpoint lacks 5 tensor\(s\) the model needs: fc.weight \(shape \(2, 3\)\)"
+    ):
         assign_tensors(model, _names(model), {"other": 1})
 
 

@@ -61,7 +61,8 @@ def log_probabilities(t5, x, prefixes):
     logits = keras.ops.convert_to_numpy(
         t5.decode(prefixes, np.ones_like(prefixes), encoder, x["encoder_padding_mask"])
     ).astype(np.float64)
-    return logits - np.log(np.exp(logits - logits.max(-1, keepdims=True)).sum(-1, keepdims=True)) - logits.max(-1, keepdims=True)
+    peak = logits.max(-1, keepdims=True)
+    return logits - np.log(np.exp(logits - peak).sum(-1, keepdims=True)) - peak
 
 
 def np_greedy(t5, x, steps):

@@ -113,7 +113,8 @@ def test_an_interrupted_run_resumes_to_the_uninterrupted_result(checkpoint, tmp_
     assert {row["label"] for row in rows} == {"0", "1", "2"} and len(rows) == 4
     for name in ("accuracy", "macro_f1", "matthews_correlation"):
         assert metrics[name] == pytest.approx(whole[name], abs=1e-6)
-    for ours, reference in zip(_weights(tmp_path / "run" / "model.keras"), _weights(tmp_path / "whole" / "model.keras")):
+    whole_weights = _weights(tmp_path / "whole" / "model.keras")
+    for ours, reference in zip(_weights(tmp_path / "run" / "model.keras"), whole_weights):
         np.testing.assert_allclose(ours, reference, atol=1e-6)
 
 

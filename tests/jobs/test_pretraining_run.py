@@ -18,6 +18,7 @@ from kbert.jobs.pretraining_run import default_corpus, run_pretraining
 from kbert.tasks import CausalLM
 
 SMALL = dict(model="bert_tiny", batch_size=4, sequence_length=32, vocabulary_size=1000)
+RUN_FILES = ["learning_curve.png", "metrics.json", "model.keras", "run.json", "vocab.txt"]
 
 
 @pytest.fixture(scope="module")
@@ -41,7 +42,7 @@ def test_short_run_evaluates_saves_and_demos(objective, corpus, tmp_path):
     lines = []
     metrics = run_pretraining(corpus=[corpus], output=str(tmp_path), objective=objective,
                               steps=3, log=lines.append, **SMALL)
-    assert sorted(os.listdir(tmp_path)) == ["learning_curve.png", "metrics.json", "model.keras", "run.json", "vocab.txt"]
+    assert sorted(os.listdir(tmp_path)) == RUN_FILES
     with open(tmp_path / "metrics.json") as f:
         assert json.load(f) == metrics
     assert metrics["backend"] == keras.backend.backend()
@@ -136,7 +137,7 @@ def test_a_run_killed_at_a_random_step_ends_as_an_uninterrupted_one(uninterrupte
     assert {n: v for n, v in metrics.items() if n not in numbers} == {n: v for n, v in expected.items()
                                                                      if n not in numbers}
     assert metrics["wall_time_seconds"] >= round(part["elapsed_seconds"], 1)  # both parts count
-    assert sorted(os.listdir(tmp_path)) == ["learning_curve.png", "metrics.json", "model.keras", "run.json", "vocab.txt"]
+    assert sorted(os.listdir(tmp_path)) == RUN_FILES
 
 
 def test_a_rerun_with_other_arguments_is_refused_naming_them(uninterrupted, corpus, capsys):

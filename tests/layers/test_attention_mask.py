@@ -49,12 +49,16 @@ def test_merge_under_xla():
 
 
 def test_padding_mask_of_wrong_rank_raises():
-    with pytest.raises(ValueError, match=r"padding_mask must have shape \(batch, sequence\); received shape \(2, 5, 6\)"):
+    with pytest.raises(
+        ValueError, match=r"padding_mask must have shape \(batch, sequence\); received shape \(2, 5, 6\)"
+    ):
         merge_attention_masks(np.ones((BATCH, Q, K), "int32"))
 
 
 def test_attention_mask_of_wrong_rank_raises():
-    with pytest.raises(ValueError, match=r"attention_mask must have shape \(batch, query, key\); received shape \(2, 6\)"):
+    with pytest.raises(
+        ValueError, match=r"attention_mask must have shape \(batch, query, key\); received shape \(2, 6\)"
+    ):
         merge_attention_masks(attention_mask=np.ones((BATCH, K), "int32"))
 
 

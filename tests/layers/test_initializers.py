@@ -30,7 +30,9 @@ def test_seeded_clone_keeps_the_seed():
     np.testing.assert_array_equal(to_numpy(clone_initializer(init)((4, 4))), to_numpy(init((4, 4))))
 
 
-@pytest.mark.parametrize("identifier", ["glorot_uniform", "zeros", {"class_name": "RandomNormal", "config": {"stddev": 0.5}}])
+@pytest.mark.parametrize(
+    "identifier", ["glorot_uniform", "zeros", {"class_name": "RandomNormal", "config": {"stddev": 0.5}}]
+)
 def test_accepts_names_and_configs(identifier):
     clone = clone_initializer(identifier)
     assert isinstance(clone, keras.initializers.Initializer)

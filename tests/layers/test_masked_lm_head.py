@@ -194,10 +194,14 @@ def test_tied_table_of_wrong_vocabulary_size_raises():
 
 
 def test_inputs_of_wrong_rank_raise():
-    with pytest.raises(ValueError, match=r"MaskedLMHead expects inputs of shape \(batch, sequence, hidden\); received shape \(2, 16\)"):
+    with pytest.raises(
+        ValueError, match=r"MaskedLMHead expects inputs of shape \(batch, sequence, hidden\); received shape \(2, 16\)"
+    ):
         MaskedLMHead(VOCAB)(np.zeros((BATCH, HIDDEN), "float32"), np.zeros((BATCH, PREDICTIONS), "int32"))
 
 
 def test_mask_positions_of_wrong_rank_raise():
-    with pytest.raises(ValueError, match=r"mask_positions must have shape \(batch, predictions\); received shape \(2,\)"):
+    with pytest.raises(
+        ValueError, match=r"mask_positions must have shape \(batch, predictions\); received shape \(2,\)"
+    ):
         MaskedLMHead(VOCAB)(np.zeros((BATCH, LENGTH, HIDDEN), "float32"), np.zeros((BATCH,), "int32"))

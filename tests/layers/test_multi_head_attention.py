@@ -273,21 +273,28 @@ def test_projections_get_independent_initial_weights():
 
 
 def test_query_of_wrong_rank_raises():
-    with pytest.raises(ValueError, match=r"MultiHeadAttention expects query of shape \(batch, sequence, width\); received shape \(2, 16\)"):
+    with pytest.raises(
+        ValueError,
+        match=r"MultiHeadAttention expects query of shape \(batch, sequence, width\); received shape \(2, 16\)",
+    ):
         MultiHeadAttention(HEADS, KEY_DIM)(np.zeros((BATCH, HIDDEN), "float32"))
 
 
 def test_padding_mask_of_wrong_rank_raises():
     layer = MultiHeadAttention(HEADS, KEY_DIM)
     x = np.zeros((BATCH, LENGTH, HIDDEN), "float32")
-    with pytest.raises(ValueError, match=r"padding_mask must have shape \(batch, sequence\); received shape \(2, 8, 8\)"):
+    with pytest.raises(
+        ValueError, match=r"padding_mask must have shape \(batch, sequence\); received shape \(2, 8, 8\)"
+    ):
         layer(x, padding_mask=np.ones((BATCH, LENGTH, LENGTH), "int32"))
 
 
 def test_attention_mask_of_wrong_rank_raises():
     layer = MultiHeadAttention(HEADS, KEY_DIM)
     x = np.zeros((BATCH, LENGTH, HIDDEN), "float32")
-    with pytest.raises(ValueError, match=r"attention_mask must have shape \(batch, query, key\); received shape \(2, 8\)"):
+    with pytest.raises(
+        ValueError, match=r"attention_mask must have shape \(batch, query, key\); received shape \(2, 8\)"
+    ):
         layer(x, attention_mask=np.ones((BATCH, LENGTH), "int32"))
 
 

@@ -68,5 +68,7 @@ def test_only_the_first_token_matters():
 
 
 def test_wrong_rank_raises():
-    with pytest.raises(ValueError, match=r"Pooler expects inputs of shape \(batch, sequence, width\); received shape \(2, 16\)"):
+    with pytest.raises(
+        ValueError, match=r"Pooler expects inputs of shape \(batch, sequence, width\); received shape \(2, 16\)"
+    ):
         Pooler(HIDDEN)(np.zeros((BATCH, HIDDEN), "float32"))

@@ -68,7 +68,9 @@ def test_full_table_length_is_accepted():
 
 
 def test_wrong_rank_raises():
-    with pytest.raises(ValueError, match=r"expects inputs of shape \(batch, sequence, width\); received shape \(2, 8\)"):
+    with pytest.raises(
+        ValueError, match=r"expects inputs of shape \(batch, sequence, width\); received shape \(2, 8\)"
+    ):
         PositionEmbedding(MAX_POSITIONS)(np.zeros((BATCH, LENGTH), "float32"))
 
 

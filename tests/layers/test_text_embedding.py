@@ -198,14 +198,18 @@ def test_padding_mask_of_wrong_rank_raises(position_offset):
         VOCAB, HIDDEN, max_positions=MAX_POSITIONS, num_segments=1, position_offset=position_offset
     )
     ids = np.zeros((BATCH, LENGTH), "int32")
-    with pytest.raises(ValueError, match=r"padding_mask must have shape \(batch, sequence\); received shape \(2, 8, 8\)"):
+    with pytest.raises(
+        ValueError, match=r"padding_mask must have shape \(batch, sequence\); received shape \(2, 8, 8\)"
+    ):
         layer(ids, padding_mask=np.ones((BATCH, LENGTH, LENGTH), "int32"))
 
 
 def test_segment_ids_of_wrong_rank_raise():
     layer = TextEmbedding(VOCAB, HIDDEN, max_positions=MAX_POSITIONS)
     ids = np.zeros((BATCH, LENGTH), "int32")
-    with pytest.raises(ValueError, match=r"segment_ids must have shape \(batch, sequence\); received shape \(2, 8, 1\)"):
+    with pytest.raises(
+        ValueError, match=r"segment_ids must have shape \(batch, sequence\); received shape \(2, 8, 1\)"
+    ):
         layer(ids, segment_ids=np.zeros((BATCH, LENGTH, 1), "int32"))
 
 

@@ -96,8 +96,8 @@ def test_matches_numpy(case_name):
     outputs = to_numpy(case.call(layer, case.inputs))
     i = case.inputs
     expected = np_t5_block(
-        layer, i["inputs"], i.get("encoder_outputs"), i["padding_mask"], i.get("encoder_padding_mask"), i.get("attention_bias"),
-        causal=True,
+        layer, i["inputs"], i.get("encoder_outputs"), i["padding_mask"], i.get("encoder_padding_mask"),
+        i.get("attention_bias"), causal=True,
     )
     np.testing.assert_allclose(outputs, expected, atol=1e-5, rtol=0)
 
@@ -138,7 +138,10 @@ def test_cached_steps_equal_full_call(cache_write, style):
     i = case.inputs
     bias = i["attention_bias"]
     full = to_numpy(
-        layer(i["inputs"], encoder_outputs=i["encoder_outputs"], encoder_padding_mask=i["encoder_padding_mask"], attention_bias=bias)
+        layer(
+            i["inputs"], encoder_outputs=i["encoder_outputs"], encoder_padding_mask=i["encoder_padding_mask"],
+            attention_bias=bias,
+        )
     )
     cache = np.zeros((BATCH, HEADS, 2, LENGTH, WIDTH // HEADS), "float32")
     cross = layer.cross_attention.compute_cache(i["encoder_outputs"])

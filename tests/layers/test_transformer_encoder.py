@@ -231,7 +231,10 @@ def test_unbuilt_default_layer_config_round_trip():
 
 
 def test_wrong_rank_raises():
-    with pytest.raises(ValueError, match=r"TransformerEncoder expects inputs of shape \(batch, sequence, hidden\); received shape \(2, 16\)"):
+    with pytest.raises(
+        ValueError,
+        match=r"TransformerEncoder expects inputs of shape \(batch, sequence, hidden\); received shape \(2, 16\)",
+    ):
         TransformerEncoder(HEADS, INTERMEDIATE)(np.zeros((BATCH, HIDDEN), "float32"))
 
 
@@ -243,7 +246,11 @@ def test_hidden_not_divisible_by_heads_raises():
 def test_masks_of_wrong_rank_raise():
     layer = TransformerEncoder(HEADS, INTERMEDIATE)
     x = np.zeros((BATCH, LENGTH, HIDDEN), "float32")
-    with pytest.raises(ValueError, match=r"padding_mask must have shape \(batch, sequence\); received shape \(2, 8, 8\)"):
+    with pytest.raises(
+        ValueError, match=r"padding_mask must have shape \(batch, sequence\); received shape \(2, 8, 8\)"
+    ):
         layer(x, padding_mask=np.ones((BATCH, LENGTH, LENGTH), "int32"))
-    with pytest.raises(ValueError, match=r"attention_mask must have shape \(batch, query, key\); received shape \(2, 8\)"):
+    with pytest.raises(
+        ValueError, match=r"attention_mask must have shape \(batch, query, key\); received shape \(2, 8\)"
+    ):
         layer(x, attention_mask=np.ones((BATCH, LENGTH), "int32"))

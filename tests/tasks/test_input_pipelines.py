@@ -218,9 +218,9 @@ def test_token_classification_sentence_piece():
         labels = (
             [-1]
             + [
-                l
+                label
                 for p, t in zip(pieces, sentence["tags"])
-                for l in [TAGS.index(t)] + [-1] * (len(p) - 1)
+                for label in [TAGS.index(t)] + [-1] * (len(p) - 1)
             ]
             + [-1]
         )
