@@ -22,7 +22,7 @@ SECTION = re.compile(r"§\s?(\d+(?:\.\d+)*)")
 HEADING = re.compile(r"^#{2,4} (\d+(?:\.\d+)*)\.?\s", re.MULTILINE)
 DOC_PATH = re.compile(r"(?<![\w./-])(docs/[\w./-]+\.md)")
 # Design notes that live outside the repository (the project's earlier notes).
-OUTSIDE = re.compile(r"\b(?:DESIGN|ALGORITHMS|ANCHORS)\.md\b|\.\./shared\b|/work/shared\b")
+OUTSIDE = re.compile(r"\b(?:DESIGN|ALGORITHMS|ANCHORS)(?:\.md\b|\s+§)|\.\./shared\b|/work/shared\b")
 # Repository paths quoted in the documents: `kbert/layers/pooler.py`, `tests/helpers.py`.
 QUOTED_PATH = re.compile(r"`((?:kbert|tests|examples|benchmarks|scripts|docs)/[\w./-]*)`")
 
