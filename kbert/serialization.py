@@ -1,7 +1,7 @@
 """Configs read off a model's constructor: the one place kbert writes `get_config`/`from_config`.
 
 Every constructor argument of a kbert backbone or task is kept as an
-attribute of the same name (DESIGN.md), so the config is the constructor's
+attribute of the same name (docs/architecture.md §3.3), so the config is the constructor's
 signature read back from the instance. Keras objects among the arguments (a
 wrapped backbone, a dtype policy) are serialized, and rebuilt by `from_config`.
 """

@@ -1,4 +1,4 @@
-"""NumPy references for ELMo's pieces (ALGORITHMS.md §7b; AllenNLP's semantics), float64.
+"""NumPy references for ELMo's pieces (docs/algorithms.md §14; AllenNLP's semantics), float64.
 
 Written from the formulas, loop by loop, never from kbert code: the character
 convolution slides window by window, and the backward LSTM reverses each row

@@ -2,9 +2,9 @@
 
 Besides the XLA and comparison helpers, this module holds the layer-test
 harness (`LayerCase`, `run_standard_check`) that every `tests/layers` file uses
-for the checks DESIGN.md asks of each layer, and the small NumPy references
+for the checks docs/architecture.md §10 lists for each layer, and the small NumPy references
 (LayerNorm, exact and tanh GELU, multi-head attention) that several layer tests
-share. The references are written from the formulas in ALGORITHMS.md, never
+share. The references are written from the formulas in docs/algorithms.md, never
 from kbert code.
 """
 
@@ -115,7 +115,7 @@ def assert_close(actual, expected, atol=1e-5, rtol=0.0):
 
 
 # ---------------------------------------------------------------------------
-# NumPy references (float64 inside; formulas from ALGORITHMS.md section 1).
+# NumPy references (float64 inside; formulas from docs/algorithms.md §1).
 # ---------------------------------------------------------------------------
 
 _erf = np.vectorize(math.erf, otypes=[np.float64])
@@ -192,7 +192,7 @@ def np_multi_head_attention(
 
 
 def np_itc_pattern(plan, length, block):
-    """BigBird's per-head bool pattern `(heads, n, n)` from the ITC table of ALGORITHMS.md §4.
+    """BigBird's per-head bool pattern `(heads, n, n)` from the ITC pattern of docs/algorithms.md §12.
 
     `plan[h, i - 1]` lists the random key blocks of query block `i`; blocks 0
     and nb-1 are global; every other block sees {0, nb-1, i-1, i, i+1} and its
@@ -233,12 +233,12 @@ def np_rms_norm(x, scale, epsilon=1e-6):
 
 
 def np_t5_block(block, x, memory=None, padding=None, memory_padding=None, bias=None, causal=False):
-    """T5's pre-RMSNorm block (ALGORITHMS.md §3) with the weights of a kbert T5 block.
+    """T5's pre-RMSNorm block (docs/algorithms.md §8) with the weights of a kbert T5 block.
 
     No biases and unscaled scores; `bias` goes to self-attention, `causal`
     masks its future keys, and with `memory` a cross-attention branch follows it.
     The block's switches are followed too: post-norm, LayerNorm, biases and
-    `1/sqrt(d)` scores make it BART's block (ALGORITHMS.md §7).
+    `1/sqrt(d)` scores make it BART's block (docs/algorithms.md §10).
     """
     heads, key_dim = block.self_attention.num_heads, block.self_attention.key_dim
     batch, length, _ = x.shape

@@ -19,7 +19,7 @@ STATISTICS = {
 
 @dataclasses.dataclass(frozen=True)
 class AttentionStatistics:
-    """What each head looks at: six NumPy arrays `(layers, heads)` (ALGORITHMS.md §7b).
+    """What each head looks at: six NumPy arrays `(layers, heads)` (docs/algorithms.md §18).
 
     Made by `AttentionStatistics.compute` from self-attention probabilities
     `(batch, layers, heads, sequence, sequence)` (as

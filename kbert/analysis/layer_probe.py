@@ -23,7 +23,7 @@ class LayerProbe:
       layer `l` is `Δ_l = cumulative_scores[l] − cumulative_scores[l − 1]`;
     - `expected_layer`: `Σ_l l·Δ_l / Σ_l Δ_l` over `l = 1..L` (Tenney et
       al.'s "expected layer", with the concatenation in place of their
-      learned scalar mix; ALGORITHMS.md §7b); NaN when the layers add nothing
+      learned scalar mix; docs/algorithms.md §18); NaN when the layers add nothing
       (`Σ Δ_l <= 0`).
 
     Tokens whose label is `IGNORED_LABEL` (-100) or whose `padding_mask` is 0

@@ -3,7 +3,7 @@
 Registers `BertConverter`s for these `model_type`s:
 
 - `bert`; `roberta`, `xlm-roberta`, `camembert` (the same architecture:
-  positions numbered from `pad_token_id + 1`, see ALGORITHMS.md §2);
+  positions numbered from `pad_token_id + 1`, see docs/algorithms.md §4);
 - `albert` (factorized embedding and one shared block: `num_hidden_groups`
   and `inner_group_num` must be 1, and `embedding_size` must differ from
   `hidden_size`, because kbert has no E→H projection when they are equal);
@@ -89,7 +89,7 @@ def bert_arguments(config):
 
 
 def roberta_arguments(config):
-    """`bert_arguments` with positions numbered from `pad_token_id + 1` (ALGORITHMS.md §2)."""
+    """`bert_arguments` with positions numbered from `pad_token_id + 1` (docs/algorithms.md §4)."""
     return dict(bert_arguments(config), position_offset=config.get("pad_token_id", 1) + 1)
 
 

@@ -1,6 +1,6 @@
 """Hugging Face GPT-2 checkpoints (`model_type: gpt2`) into a kbert `GPT2` backbone.
 
-Reads `GPT2Model` and `GPT2LMHeadModel` checkpoints (ALGORITHMS.md §7).
+Reads `GPT2Model` and `GPT2LMHeadModel` checkpoints (docs/algorithms.md §11).
 GPT-2 stores its projections as `Conv1D` weights `[in, out]`, which are
 Keras kernels as they are (no transpose), and fuses the query, key and value
 projections in one `c_attn` `[H, 3H]`, which is split into three here. The LM

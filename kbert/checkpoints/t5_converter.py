@@ -2,7 +2,7 @@
 
 Reads v1.0 (`feed_forward_proj: relu`, output tied to `shared` and rescaled by
 `d^-0.5`) and v1.1 (`gated-gelu`, no rescale, `lm_head`) checkpoints of
-`T5ForConditionalGeneration`. Weight names are those of ALGORITHMS.md §3;
+`T5ForConditionalGeneration`. Weight names are those of docs/algorithms.md §8;
 Hugging Face `Linear` weights `[out, in]` are transposed.
 
 Whether the decoder output is rescaled is read from `scale_decoder_outputs`

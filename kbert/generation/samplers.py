@@ -2,7 +2,7 @@
 
 The one set of samplers both decoding loops use (`Seq2SeqGenerator` and
 `CausalLMGenerator`, through `kbert.generation.generator.Generator`); the
-rules are ALGORITHMS.md §7's. Every function is written with `keras.ops` on
+rules are docs/algorithms.md §17's. Every function is written with `keras.ops` on
 static shapes, so it runs inside a compiled `while_loop`.
 
 - `filter_logits`: temperature, then top-k, then top-p (the reference's order).

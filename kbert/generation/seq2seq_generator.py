@@ -31,7 +31,7 @@ class Seq2SeqGenerator(Generator):
     decoder over the whole buffer (causally masked), which is the baseline the
     cache is measured against.
 
-    Strategies (ALGORITHMS.md §7): `"greedy"` (argmax); `"sample"`, from
+    Strategies (docs/algorithms.md §17): `"greedy"` (argmax); `"sample"`, from
     `softmax(logits / temperature)` after keeping the `top_k` largest logits
     and then the smallest set of most likely tokens whose mass reaches
     `top_p` (the reference order: temperature, top-k, top-p); `"beam"`, a

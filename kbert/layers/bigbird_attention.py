@@ -26,7 +26,7 @@ class BigBirdAttention(MultiHeadAttention):
     blocks are global: they attend to every key and every query attends to
     them. Every other query block `i` attends to the window `{i-1, i, i+1}` and
     to `num_random_blocks` random blocks chosen outside the window and the
-    globals, without repetition (ALGORITHMS.md §4). The result equals dense
+    globals, without repetition (docs/algorithms.md §12). The result equals dense
     attention restricted to `attention_pattern(n)`.
 
     The random plan is a constant of the configuration: for a padded length it

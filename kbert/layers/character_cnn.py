@@ -7,7 +7,7 @@ from kbert.arguments import positive_int
 from kbert.layers.activations import get_activation
 from kbert.layers.highway import Highway
 
-# ELMo's "original" filters (width, count): 2048 features (ALGORITHMS.md §7b).
+# ELMo's "original" filters (width, count): 2048 features (docs/algorithms.md §14).
 ELMO_FILTERS = ((1, 32), (2, 32), (3, 64), (4, 128), (5, 256), (6, 512), (7, 1024))
 
 

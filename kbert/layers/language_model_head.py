@@ -8,7 +8,7 @@ class LanguageModelHead(VocabularyHead):
     """A head with no transform: hidden states to vocabulary logits, plus a bias.
 
     `logits = h · Wtokᵀ + b` with `token_embedding` (BART's tied head and its
-    `final_logits_bias`, ALGORITHMS.md §7), `h · W + b` with an untied
+    `final_logits_bias`, docs/algorithms.md §10), `h · W + b` with an untied
     `decoder` of its own (see `VocabularyHead`).
 
     Args:

@@ -28,7 +28,7 @@ class LongformerAttention(MultiHeadAttention):
     (a one-sided window `w`: HF's `attention_window` is `2w`), and to every
     global token. Global tokens (`global_attention_mask` 1) attend to every
     real key with their own projections `query_global`, `key_global`,
-    `value_global` (ALGORITHMS.md §5). Global keys are taken out of the window
+    `value_global` (docs/algorithms.md §13). Global keys are taken out of the window
     and appended as extra score columns, computed with the local key and
     value, in one joint softmax, as in the reference.
 

@@ -12,7 +12,7 @@ class RelativePositionBias(DirectCall, keras.layers.Layer):
     """T5's bucketed relative position bias, added to the attention scores.
 
     The relative distance `r = key_position − query_position` is mapped to one
-    of `num_buckets` buckets (ALGORITHMS.md §3, HF:t5 `_relative_position_bucket`):
+    of `num_buckets` buckets (docs/algorithms.md §8, HF:t5 `_relative_position_bucket`):
     bidirectionally (encoder), half the buckets per sign and `+num_buckets/2`
     when `r > 0`, with `n = |r|`; causally (decoder), all buckets over
     `n = max(−r, 0)`. With `m` half the buckets left for `n`, distances

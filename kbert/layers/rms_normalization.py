@@ -9,7 +9,7 @@ from kbert.layers.direct_call import DirectCall
 class RMSNormalization(DirectCall, keras.layers.Layer):
     """Root-mean-square normalization (T5's "LayerNorm"): `scale · x / √(mean(x²) + ε)`.
 
-    No mean subtraction and no bias (ALGORITHMS.md §3). The statistics are
+    No mean subtraction and no bias (docs/algorithms.md §8). The statistics are
     computed in float32 whatever the compute dtype, as in the reference.
 
     Args:

@@ -12,7 +12,7 @@ class ScalarMix(keras.layers.Layer):
     learned with the task (Peters et al. 2018, eq. 1). With `layer_norm=True`
     each layer is first normalized as AllenNLP's `ScalarMix(do_layer_norm=True)`
     does: `(h_j − mean) / √(var + ε)`, with one mean and variance per layer over
-    every non-padding token and feature of the batch (ALGORITHMS.md §7b).
+    every non-padding token and feature of the batch (docs/algorithms.md §14).
     The mix runs in float32.
 
     Args:

@@ -18,7 +18,7 @@ NORMALIZATIONS = ("rms", "layer")
 class T5EncoderBlock(DirectCall, keras.layers.Layer):
     """T5's encoder block: bidirectional self-attention and a feed-forward network.
 
-    Pre-norm with RMS normalization (ALGORITHMS.md §3):
+    Pre-norm with RMS normalization (docs/algorithms.md §8):
     `x = x + Drop(SelfAttn(RMS(x), bias))`, then `x = x + Drop(FFN(RMS(x)))`,
     where the FFN is `wo·drop(act(wi·x))` (v1.0, ReLU) or, with
     `use_gated_activation`, `wo·drop(act(wi_0·x) ⊙ wi_1·x)` (v1.1, tanh GELU).
@@ -29,14 +29,14 @@ class T5EncoderBlock(DirectCall, keras.layers.Layer):
     `TransformerDecoder`, T5's decoder block, extends it with causal
     self-attention, cross-attention to the encoder output and key/value caches.
 
-    Four switches turn the block into BART's (ALGORITHMS.md §7): post-norm
+    Four switches turn the block into BART's (docs/algorithms.md §10): post-norm
     (`normalize_first=False`: `x = Norm(x + Drop(Sublayer(x)))`), LayerNorm
     (`normalization="layer"`), biased projections (`use_bias=True`) and
     scores scaled by `1/√d_kv` (`attention_scale=None`); `kernel_initializer`
     replaces T5's initialisation (BART: normal, std 0.02).
 
-    Weights are initialised as in T5 with `initializer_factor` (ALGORITHMS.md
-    §3): q `(d·d_kv)^−½`, k and v `d^−½`, o `(h·d_kv)^−½`, wi `d^−½`, wo `d_ff^−½`.
+    Weights are initialised as in T5 with `initializer_factor` (docs/algorithms.md
+    §8): q `(d·d_kv)^−½`, k and v `d^−½`, o `(h·d_kv)^−½`, wi `d^−½`, wo `d_ff^−½`.
 
     Args:
         num_heads: attention heads.
@@ -111,7 +111,7 @@ class T5EncoderBlock(DirectCall, keras.layers.Layer):
     def _initializer(self, scale=1.0):
         if self.kernel_initializer is not None:
             return clone_initializer(self.kernel_initializer)
-        # std = factor·sqrt(scale / fan_in): T5's per-weight stds (ALGORITHMS.md §3).
+        # std = factor·sqrt(scale / fan_in): T5's per-weight stds (docs/algorithms.md §8).
         return keras.initializers.VarianceScaling(
             scale=self.initializer_factor**2 * scale,
             mode="fan_in",

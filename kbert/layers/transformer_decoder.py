@@ -12,7 +12,7 @@ class TransformerDecoder(T5EncoderBlock):
     """T5's decoder block: causal self-attention, cross-attention, feed-forward.
 
     `T5EncoderBlock` (pre-norm with RMS normalization, no biases, unscaled
-    scores, T5's initialisation; ALGORITHMS.md §3) with the self-attention
+    scores, T5's initialisation; docs/algorithms.md §8) with the self-attention
     made causal and, between it and the feed-forward network,
     `x = x + Drop(CrossAttn(RMS(x), encoder_outputs))`. The relative position
     bias goes to self-attention only; cross-attention gets none. With

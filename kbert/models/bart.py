@@ -20,7 +20,7 @@ from kbert.models.t5 import (
 )
 
 # BART's special ids (RoBERTa's vocabulary): <s> 0, <pad> 1, </s> 2; the
-# decoder starts from </s> (`decoder_start_token_id`, ALGORITHMS.md §7).
+# decoder starts from </s> (`decoder_start_token_id`, docs/algorithms.md §10).
 PAD_ID = 1
 END_ID = 2
 DECODER_START_ID = 2
@@ -30,7 +30,7 @@ POSITION_OFFSET = 2
 
 @keras.saving.register_keras_serializable(package="kbert")
 class BART(Backbone):
-    """The BART encoder-decoder backbone, up to its vocabulary logits (ALGORITHMS.md §7).
+    """The BART encoder-decoder backbone, up to its vocabulary logits (docs/algorithms.md §10).
 
     Post-LN blocks with biases, `1/√d` attention and exact GELU: the encoder
     is a stack of `TransformerEncoder`s, the decoder of `TransformerDecoder`s

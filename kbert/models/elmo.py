@@ -19,7 +19,7 @@ class ELMo(Backbone):
     sequence, each layer after the first adding its input to its output (the
     residual connection). The backward LSTMs run from the end of each row's
     real tokens. The representations ScalarMix mixes are `[x_k; x_k]` and, for
-    each layer `j`, `[→h_kj; ←h_kj]` (ALGORITHMS.md §7b), zeros at padding.
+    each layer `j`, `[→h_kj; ←h_kj]` (docs/algorithms.md §14), zeros at padding.
     The language model softmax, shared by both directions, belongs to the
     pretrainer (`kbert.pretraining.BiLMPretrainer`), as a backbone owns no loss.
 

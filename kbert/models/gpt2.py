@@ -31,7 +31,7 @@ def position_ids(padding_mask):
 
 @keras.saving.register_keras_serializable(package="kbert")
 class GPT2(Backbone):
-    """The GPT-2 decoder, up to its vocabulary logits (ALGORITHMS.md §7).
+    """The GPT-2 decoder, up to its vocabulary logits (docs/algorithms.md §11).
 
     Token and learned position embeddings, a stack of pre-LN
     `TransformerEncoder` blocks under a causal mask (`x + attn(ln_1(x))`, then

@@ -15,7 +15,7 @@ def to_long_context(
 ):
     """A long-context copy of a BERT/RoBERTa-style `Encoder`, with its weights.
 
-    Follows the Longformer recipe (ALGORITHMS.md §5, `convert_model_to_long`):
+    Follows the Longformer recipe (docs/algorithms.md §13, `convert_model_to_long`):
     the position table grows to `max_length` real positions (plus the
     `position_offset` rows RoBERTa reserves), filled by tiling the original
     table's real-position rows (RoBERTa: rows 2..513 repeated from row 2); the

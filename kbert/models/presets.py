@@ -6,7 +6,7 @@ dropout=0.0)` builds an `Encoder`, `t5_small(num_layers=2)` a `T5`.
 `build("bert_base", ...)` reads the same tables, `PRESETS` (the encoders),
 `T5_PRESETS`, `BART_PRESETS`, `GPT2_PRESETS` and `ELMO_PRESETS`. Parameter counts are those of
 the published models (with the pooler where the published model has one; T5's
-from the reference library's configs, ALGORITHMS.md §8) and are tested.
+from the reference library's configs, docs/algorithms.md §19) and are tested.
 """
 
 import difflib
@@ -39,7 +39,7 @@ _ALBERT = dict(
     dropout=0.0,
 )
 _ELECTRA = dict(vocabulary_size=30522, max_positions=512, num_segments=2, use_pooler=False)
-# Long-document models (ALGORITHMS.md §4, §5): BigBird-RoBERTa (BERT-style
+# Long-document models (docs/algorithms.md §12, §13): BigBird-RoBERTa (BERT-style
 # positions from 0, tanh GELU) and Longformer (RoBERTa, 4096 + 2 positions).
 _BIGBIRD = dict(
     vocabulary_size=50358,
@@ -131,7 +131,7 @@ ELMO_PRESETS = {
     "elmo_small": dict(hidden_dim=128, cell_dim=512, num_layers=2, filters=ELMO_FILTERS[:5]),
 }
 
-# BART (ALGORITHMS.md §7): RoBERTa's 50265-token vocabulary, 1024 (+2) positions.
+# BART (docs/algorithms.md §10): RoBERTa's 50265-token vocabulary, 1024 (+2) positions.
 _BART = dict(vocabulary_size=50265, max_positions=1024)
 BART_PRESETS = {
     # kbert's size for short runs (`kbert pretrain --objective bart`), BERT-Tiny's shape.

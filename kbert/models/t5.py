@@ -17,7 +17,7 @@ from kbert.layers.transformer_decoder import TransformerDecoder
 from kbert.models.backbone import Backbone
 from kbert.models.backbone_internals import BackboneInternals, per_layer_head_masks
 
-# T5's special ids (ALGORITHMS.md §3): the decoder starts from the pad id.
+# T5's special ids (docs/algorithms.md §8): the decoder starts from the pad id.
 PAD_ID = 0
 END_ID = 1
 
@@ -31,7 +31,7 @@ INPUT_NAMES = (
 
 @keras.saving.register_keras_serializable(package="kbert")
 class T5(Backbone):
-    """The T5 encoder-decoder backbone, up to its vocabulary logits (ALGORITHMS.md §3).
+    """The T5 encoder-decoder backbone, up to its vocabulary logits (docs/algorithms.md §8).
 
     The encoder is a stack of `T5EncoderBlock`s, the decoder a stack of
     `TransformerDecoder` blocks: pre-norm with RMS normalization, no biases,

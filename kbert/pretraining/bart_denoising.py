@@ -13,7 +13,7 @@ _LAST = 3.0  # a sort key past every random key in [0, 1)
 
 
 class BartDenoising:
-    """BART's noise (ALGORITHMS.md §7): shuffle the sentences, then replace spans by one mask each.
+    """BART's noise (docs/algorithms.md §10): shuffle the sentences, then replace spans by one mask each.
 
     For one text of `n` real tokens (padded to `sequence_length − 2`, the
     room left for `<s>` and `</s>`), with the sentence of each token:

@@ -103,7 +103,7 @@ class MaskedLMMasker(Masker):
         batch, length = shape[0], shape[1]
         real, candidate = self._candidates(token_ids, padding_mask)
 
-        # Number of predictions (ALGORITHMS.md §1); float64 so that the rounding
+        # Number of predictions (docs/algorithms.md §2); float64 so that the rounding
         # (half to even, as Python's `round`) matches BERT's.
         real_length = tf.reduce_sum(tf.cast(real, tf.float64), axis=1)
         num_to_predict = tf.cast(tf.round(real_length * self.mask_rate), tf.int32)

@@ -6,7 +6,7 @@ than memory streams through them; each yields token-id segments that `pack`
 turns into fixed-length `[CLS] A [SEP] B [SEP]` rows.
 
 - `nsp_pairs`: BERT's next-sentence pairs (`create_instances_from_document` in
-  google-research/bert, ALGORITHMS.md §1). BERT draws the random B segment from
+  google-research/bert, docs/algorithms.md §3). BERT draws the random B segment from
   any document of the corpus; here it comes from a bounded buffer of the most
   recently read documents (`document_buffer`, the current one included), which
   keeps memory bounded on a streamed corpus.
@@ -28,7 +28,7 @@ True
 import collections
 import random
 
-# BERT's `short_seq_prob` and `random_next_sentence` tries (ALGORITHMS.md §1).
+# BERT's `short_seq_prob` and `random_next_sentence` tries (docs/algorithms.md §3).
 SHORT_SEQUENCE_PROBABILITY = 0.1
 _RANDOM_DOCUMENT_TRIES = 10
 

@@ -29,7 +29,7 @@ def span_corruption_lengths(inputs_length, noise_density=0.15, mean_noise_span_l
 
 
 def _counts(length, noise_density, mean_noise_span_length):
-    """Noise tokens and noise spans for `length` tokens (ALGORITHMS.md §3)."""
+    """Noise tokens and noise spans for `length` tokens (docs/algorithms.md §9)."""
     length = max(length, 2)
     noise = min(max(int(round(length * noise_density)), 1), length - 1)
     spans = max(int(round(noise / mean_noise_span_length)), 1)

@@ -8,7 +8,7 @@ from kbert.pretraining.masker import Masker, prediction_slots, word_indices
 
 tf = lazy_import("tensorflow")
 
-# SpanBERT (facebookresearch/SpanBERT `masking.py`, ALGORITHMS.md §2): span
+# SpanBERT (facebookresearch/SpanBERT `masking.py`, docs/algorithms.md §6): span
 # lengths in words ~ Geometric(0.2) truncated to [1, 10]; SBO predicts at most
 # 15 targets per span, so its position table has 15 rows.
 MAX_SPAN_OFFSET = 14

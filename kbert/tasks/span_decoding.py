@@ -1,6 +1,6 @@
 """SQuAD post-processing: from start and end logits over windows to answer texts.
 
-The rules are those of the BERT reference `run_squad.py` (ALGORITHMS.md §6):
+The rules are those of the BERT reference `run_squad.py` (docs/algorithms.md §15):
 per window, the `n_best` highest start and end logits are paired; a pair is a
 candidate if both tokens are in the context, start <= end and the span is at
 most `max_answer_length` tokens; its score is start + end logit. A question's

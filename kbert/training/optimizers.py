@@ -3,7 +3,7 @@
 `create_optimizer` configures them the BERT way: kbert's `AdamW` (Keras'
 with the Adam paper's epsilon, fused into one kernel on PyTorch; see
 `kbert.training.adam_w`) or Keras' `Lamb`. How they differ from the
-reference implementations (ALGORITHMS.md §1, §6):
+reference implementations (docs/algorithms.md §16):
 
 - Weight decay is decoupled in both: before each update Keras applies
   `w ← w − lr·wd·w` to every variable not excluded. Google's BERT AdamW adds

@@ -17,7 +17,7 @@ def random_logits(rows=5, seed=0):
 
 
 def np_filter(logits, temperature=1.0, top_k=None, top_p=None):
-    """ALGORITHMS.md §7: temperature, then top-k, then the smallest nucleus of mass >= top_p."""
+    """docs/algorithms.md §17: temperature, then top-k, then the smallest nucleus of mass >= top_p."""
     logits = logits.astype(np.float64) / temperature
     keep = np.ones(logits.shape, bool)
     for row, values in enumerate(logits):

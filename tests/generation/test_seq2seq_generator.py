@@ -147,7 +147,7 @@ def test_top_k_keeps_the_k_best_and_follows_the_seed(t5):
 
 
 def test_top_p_keeps_the_nucleus(t5):
-    # top_p: the smallest most-likely set with mass >= p (ALGORITHMS.md §7), after temperature.
+    # top_p: the smallest most-likely set with mass >= p (docs/algorithms.md §17), after temperature.
     x = first_step(64)
     logits = log_probabilities(t5, first_step(1), np.zeros((1, 1), "int32"))[0, -1] / 6.0
     log_p = logits - np.log(np.exp(logits).sum())

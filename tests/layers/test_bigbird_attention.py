@@ -1,7 +1,7 @@
 """BigBirdAttention: equals dense attention restricted to the ITC block pattern.
 
 The reference pattern and attention are written here in NumPy from
-ALGORITHMS.md §4 (global blocks 0 and nb-1, window {i-1, i, i+1}, the random
+docs/algorithms.md §12 (global blocks 0 and nb-1, window {i-1, i, i+1}, the random
 blocks of the layer's plan), not from kbert code.
 """
 

@@ -1,6 +1,6 @@
 """LongformerAttention: equals dense attention with the sliding-window + global mask.
 
-The reference is written here in NumPy from ALGORITHMS.md §5: a local query i
+The reference is written here in NumPy from docs/algorithms.md §13: a local query i
 attends to real keys j with |i - j| <= w·dilation and (i - j) % dilation == 0,
 and to every global key, with the local projections; a global query attends to
 every real key with query_global / key_global / value_global.

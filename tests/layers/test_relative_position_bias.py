@@ -11,7 +11,7 @@ HEADS = 3
 
 
 def np_bucket(r, num_buckets=32, max_distance=128, bidirectional=True):
-    """ALGORITHMS.md §3, one relative position `r = key − query` at a time."""
+    """docs/algorithms.md §8, one relative position `r = key − query` at a time."""
     offset = 0
     if bidirectional:
         num_buckets //= 2

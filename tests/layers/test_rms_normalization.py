@@ -7,7 +7,7 @@ from kbert.layers import RMSNormalization
 
 
 def np_rms_norm(x, scale, epsilon=1e-6):
-    """ALGORITHMS.md §3: `w·x/√(mean(x²)+ε)`, no mean subtraction, no bias."""
+    """docs/algorithms.md §8: `w·x/√(mean(x²)+ε)`, no mean subtraction, no bias."""
     x = np.asarray(x, np.float64)
     return scale * x / np.sqrt((x**2).mean(axis=-1, keepdims=True) + epsilon)
 

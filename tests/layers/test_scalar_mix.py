@@ -7,7 +7,7 @@ from kbert.layers import ScalarMix
 
 
 def np_scalar_mix(layers, weights, gamma, mask=None, layer_norm=False, epsilon=1e-13):
-    """ALGORITHMS.md §7b: γ·Σ softmax(w)_j h_j; AllenNLP's batch-wide masked layer norm per layer."""
+    """docs/algorithms.md §14: γ·Σ softmax(w)_j h_j; AllenNLP's batch-wide masked layer norm per layer."""
     layers = [np.asarray(h, np.float64) for h in layers]
     if layer_norm:
         m = np.ones(layers[0].shape[:-1]) if mask is None else np.asarray(mask, np.float64)

@@ -96,7 +96,7 @@ def test_standard(check, case_name, tmp_path):
 
 
 def np_span_boundary_head(layer, hidden, left, right, offsets):
-    """ALGORITHMS §2: [h_{s−1}; h_{e+1}; P_k] → Linear, GELU, LN → Linear, GELU, LN → decoder."""
+    """docs/algorithms.md §6: [h_{s−1}; h_{e+1}; P_k] → Linear, GELU, LN → Linear, GELU, LN → decoder."""
     hidden = hidden.astype(np.float64)
     x = np.concatenate(
         [

@@ -17,7 +17,7 @@ from kbert.layers.cached_multi_head_attention import CACHE_WRITES
 BATCH, LENGTH, SOURCE, WIDTH, HEADS, FF = 2, 5, 7, 12, 3, 10
 
 
-# BART's block (ALGORITHMS.md §7): post-LayerNorm, biases, scaled scores, exact GELU.
+# BART's block (docs/algorithms.md §10): post-LayerNorm, biases, scaled scores, exact GELU.
 BART_STYLE = dict(
     normalize_first=False,
     normalization="layer",

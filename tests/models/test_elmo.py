@@ -30,7 +30,7 @@ def _randomize(model, rng):
 
 
 def np_elmo(inputs, weight, num_layers, filters, clip):
-    """ALGORITHMS.md §7b: `[x; x]`, then `[→h_j; ←h_j]` with a residual from layer 2 on."""
+    """docs/algorithms.md §14: `[x; x]`, then `[→h_j; ←h_j]` with a residual from layer 2 on."""
     lengths = inputs["padding_mask"].sum(axis=1)
     encoder = "token_encoder/"
     tokens = np_character_cnn(
@@ -132,7 +132,7 @@ def test_bad_input_is_named():
 
 
 def test_frozen_features_through_scalar_mix_train_a_token_head():
-    """The feature-based route (ALGORITHMS.md §7b): frozen ELMo → ScalarMix → a token-level head."""
+    """The feature-based route (docs/algorithms.md §14): frozen ELMo → ScalarMix → a token-level head."""
     from kbert.text import character_ids
 
     classes = {"cat": 0, "dog": 0, "bird": 0, "fish": 0, "ran": 1, "sat": 1, "sang": 1, "swam": 1,

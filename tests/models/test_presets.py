@@ -1,4 +1,4 @@
-"""The named sizes: published parameter counts (ALGORITHMS.md §8), overrides, unknown names and arguments."""
+"""The named sizes: published parameter counts (docs/algorithms.md §19), overrides, unknown names and arguments."""
 
 import keras
 import pytest

@@ -1,4 +1,4 @@
-"""BartDenoising: text infilling and sentence permutation (ALGORITHMS.md §7), their statistics
+"""BartDenoising: text infilling and sentence permutation (docs/algorithms.md §10), their statistics
 over many seeds, and the static shapes of the pipeline."""
 
 import math

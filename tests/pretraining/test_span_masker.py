@@ -54,7 +54,7 @@ def test_span_length_distribution():
     p = masker.span_length_probabilities
     assert len(p) == 10 and abs(p.sum() - 1) < 1e-12
     np.testing.assert_allclose(p[1:] / p[:-1], 0.8)  # geometric, ratio 1 - 0.2
-    assert abs(np.dot(np.arange(1, 11), p) - 3.797) < 1e-3  # ALGORITHMS.md §2
+    assert abs(np.dot(np.arange(1, 11), p) - 3.797) < 1e-3  # docs/algorithms.md §6
 
 
 def test_span_length_mean():
