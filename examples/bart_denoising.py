@@ -20,7 +20,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 import keras  # noqa: E402
 
 from kbert.pretraining import BartDenoising, bart_examples  # noqa: E402
-from kbert.jobs.bart_pretraining_run import demo  # noqa: E402
+from kbert.jobs.bart_objective import demo  # noqa: E402
 from kbert.jobs.pretraining_run import HELD_OUT_EVERY, default_corpus, run_pretraining  # noqa: E402
 from kbert.text import BytePairTokenizer  # noqa: E402
 
@@ -45,8 +45,8 @@ def main():
     sentences = [[s] for d in held_out for s in d.splitlines() if 8 <= len(s.split()) <= 20][:5]
     examples = bart_examples(sentences, tokenizer, SEQUENCE_LENGTH)
     noise = BartDenoising(SEQUENCE_LENGTH, tokenizer.mask_id, permute_sentences=0.0)
-    demo(lm, tokenizer, noise, noise.dataset(examples, batch_size=len(examples[0]), seed=7, shuffle=False),
-         print, count=5)
+    demo(lm, tokenizer, noise.dataset(examples, batch_size=len(examples[0]), seed=7, shuffle=False),
+         SEQUENCE_LENGTH, print, count=5)
 
 
 if __name__ == "__main__":

@@ -37,7 +37,9 @@ from sklearn.metrics import f1_score
 
 import kbert
 from kbert.pretraining import BertPretrainer, create_optimizer, pretraining_dataset
-from kbert.jobs.pretraining_run import HELD_OUT_EVERY, SHORT_RUN_OVERRIDES, default_corpus, held_out_dataset
+from kbert.jobs.language_model_objectives import held_out_dataset
+from kbert.jobs.objective_catalog import SHORT_RUN_OVERRIDES
+from kbert.jobs.pretraining_run import HELD_OUT_EVERY, default_corpus
 from kbert.text import WordPieceTokenizer, learn_word_piece_vocabulary
 
 # name: ((mask_token_rate, random_token_rate), the paper's MNLI, NER fine-tune, NER feature-based)

@@ -29,6 +29,17 @@ BACKENDS = ("tensorflow", "jax", "torch")
 # `kbert.tasks.encoder_features.FEATURES`, spelled here: the parser imports no Keras before --backend.
 FEATURES = ("sequence_output", "scalar_mix", "scalar_mix_layer_norm", "last_four")
 SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
+# `kbert.jobs.objective_catalog.OBJECTIVES`, named here with a note for --help (no Keras before --backend).
+OBJECTIVES = {
+    "mlm_nsp": "BERT",
+    "mlm": "RoBERTa",
+    "sop": "ALBERT",
+    "span": "SpanBERT",
+    "electra": "",
+    "clm": "GPT: with --model gpt2_tiny, gpt2_base ...",
+    "bilm": "ELMo: with --model elmo_small or elmo_original",
+    "bart": "denoising; with --model bart_tiny or another BART",
+}
 
 
 def _parser():
@@ -45,10 +56,7 @@ def _parser():
 
     pretrain = commands.add_parser("pretrain", help="pretrain a model on a text corpus (the main job)")
     pretrain.add_argument("--objective", default="mlm_nsp",
-                          help="mlm_nsp (BERT), mlm (RoBERTa), sop (ALBERT), span (SpanBERT), electra, "
-                               "clm (GPT: with --model gpt2_tiny, gpt2_base ...), "
-                               "bilm (ELMo: with --model elmo_small or elmo_original), "
-                               "bart (denoising; with --model bart_tiny or another BART)")
+                          help=", ".join(f"{name} ({note})" if note else name for name, note in OBJECTIVES.items()))
     pretrain.add_argument("--corpus", nargs="+",
                           help="text files or folders (blank line = new document); "
                                "default: the interpreter's bundled documentation")

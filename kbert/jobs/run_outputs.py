@@ -1,8 +1,8 @@
 """What every `kbert pretrain` run shares, whatever its objective: the optimizer, the
 epoch length of its `fit`, the demo size and the files it saves.
 
-`pretraining_run` (the encoders and GPT-2), `bilm_run` (ELMo) and
-`bart_pretraining_run` (BART) import these, so none of them imports another.
+`pretraining_run` (the job) and the objectives' modules (`vocabulary_kind`,
+`language_model_objectives`, `bilm_objective`, `bart_objective`) import these.
 
 >>> STEPS_PER_EPOCH, DEMO_SENTENCES
 (50, 3)
@@ -14,8 +14,8 @@ import os
 from kbert.jobs.learning_curve import save_learning_curve
 from kbert.training.optimizers import create_optimizer
 
-# The files a run leaves, BART's aside (its tokenizer has two files).
-OUTPUTS = ("vocab.txt", "model.keras", "metrics.json", "learning_curve.png")
+# The files `save_run` writes; a run leaves its vocabulary's files besides.
+SAVED_FILES = ("model.keras", "metrics.json", "learning_curve.png")
 STEPS_PER_EPOCH = 50
 HELD_OUT_EVERY = 10
 DEMO_SENTENCES = 3

@@ -9,8 +9,9 @@ import pytest
 
 from kbert import cli
 from kbert.models import BART
-from kbert.jobs import bart_pretraining_run
+from kbert.jobs.objective_catalog import OBJECTIVES
 from kbert.jobs.pretraining_run import default_corpus
+from kbert.jobs.run_outputs import DEMO_SENTENCES
 
 pytest.importorskip("keras_hub")
 pytest.importorskip("tokenizers")
@@ -30,13 +31,13 @@ def test_short_bart_run_through_the_command(corpus, tmp_path, capsys):
               "--steps", "3", "--batch-size", "4", "--sequence-length", "32",
               "--vocabulary-size", "600", "--output", str(output)])
     printed = capsys.readouterr().out
-    assert sorted(os.listdir(output)) == sorted([*bart_pretraining_run.OUTPUTS, "run.json"])
+    assert sorted(os.listdir(output)) == sorted([*OBJECTIVES["bart"].outputs, "run.json"])
     with open(output / "metrics.json") as f:
         metrics = json.load(f)
     assert (metrics["objective"], metrics["model"], metrics["vocabulary_size"]) == ("bart", "bart_tiny", 600)
     assert np.isfinite(metrics["held_out_denoising_loss"])
     assert 0.0 <= metrics["held_out_token_accuracy"] <= 1.0
-    assert printed.count("  noised:   ") == bart_pretraining_run.DEMO_SENTENCES
+    assert printed.count("  noised:   ") == DEMO_SENTENCES
     assert "<mask>" in printed
     lm = keras.saving.load_model(output / "model.keras")
     assert isinstance(lm.backbone, BART) and lm.backbone.dropout == 0.0

@@ -13,8 +13,8 @@ import numpy as np
 import pytest
 
 from kbert import cli
-from kbert.jobs import pretraining_run
 from kbert.jobs.pretraining_run import default_corpus, run_pretraining
+from kbert.jobs.run_outputs import DEMO_SENTENCES
 from kbert.tasks import CausalLM
 
 SMALL = dict(model="bert_tiny", batch_size=4, sequence_length=32, vocabulary_size=1000)
@@ -49,7 +49,7 @@ def test_short_run_evaluates_saves_and_demos(objective, corpus, tmp_path):
     assert np.isfinite(metrics["held_out_mlm_loss"])
     assert 0.0 <= metrics["held_out_mlm_accuracy"] <= 1.0
     assert 0.0 < metrics["most_frequent_token_accuracy"] < 1.0
-    assert sum(line.startswith("    answer: ") for line in lines) == pretraining_run.DEMO_SENTENCES
+    assert sum(line.startswith("    answer: ") for line in lines) == DEMO_SENTENCES
     reloaded = keras.saving.load_model(tmp_path / "model.keras")
     assert reloaded.count_params() > 0
 
@@ -66,7 +66,7 @@ def test_a_short_clm_run_through_the_command(corpus, tmp_path, capsys):
     assert (metrics["model"], metrics["objective"]) == ("gpt2_tiny", "clm")
     assert np.isfinite(metrics["held_out_clm_loss"]) and 0.0 <= metrics["held_out_clm_accuracy"] <= 1.0
     assert 0.0 < metrics["most_frequent_token_accuracy"] < 1.0
-    assert printed.count("    text: ") == pretraining_run.DEMO_SENTENCES
+    assert printed.count("    text: ") == DEMO_SENTENCES
     reloaded = keras.saving.load_model(output / "model.keras")
     assert isinstance(reloaded, CausalLM) and reloaded.backbone.end_id == 3  # [SEP] ends the text
     assert (reloaded.backbone.dropout, reloaded.backbone.num_layers) == (0.0, 2)
