@@ -2,7 +2,7 @@
 `kbert.jobs.objective_catalog.OBJECTIVES` holds it."""
 
 import dataclasses
-from typing import Callable, Mapping, Optional
+from collections.abc import Callable, Mapping
 
 from kbert.jobs.pretraining_report import PretrainingReport
 from kbert.jobs.run_outputs import SAVED_FILES
@@ -53,7 +53,7 @@ class PretrainingObjective:
     models: Mapping[str, dict]
     default_model: str
     model_kind: str
-    refusal: Optional[str]
+    refusal: str | None
     vocabulary: VocabularyKind
     model: Callable
     pretrainer: Callable

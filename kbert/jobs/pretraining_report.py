@@ -1,7 +1,7 @@
 """`PretrainingReport`: what a `kbert pretrain` run measures, titles and shows once it has trained."""
 
 import dataclasses
-from typing import Callable
+from collections.abc import Callable
 
 
 @dataclasses.dataclass(frozen=True)

@@ -8,7 +8,7 @@ the first time and read back from the output folder on a resumed run.
 
 import dataclasses
 import os
-from typing import Callable
+from collections.abc import Callable
 
 from kbert.jobs.run_outputs import saved_vocabulary
 from kbert.pretraining.bilm_dataset import learn_word_vocabulary
