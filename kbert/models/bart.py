@@ -8,8 +8,8 @@ from kbert.layers.language_model_head import LanguageModelHead
 from kbert.layers.layer_normalization import LayerNormalization
 from kbert.layers.position_embedding import PositionEmbedding
 from kbert.layers.reversible_embedding import ReversibleEmbedding
-from kbert.layers.transformer_decoder import TransformerDecoder
-from kbert.layers.transformer_encoder import TransformerEncoder
+from kbert.layers.cross_attention_decoder_block import CrossAttentionDecoderBlock
+from kbert.layers.encoder_block import EncoderBlock
 from kbert.models.backbone import Backbone
 from kbert.models.t5 import (
     INPUT_NAMES,
@@ -33,7 +33,7 @@ class BART(Backbone):
     """The BART encoder-decoder backbone, up to its vocabulary logits (ALGORITHMS.md §7).
 
     Post-LN blocks with biases, `1/√d` attention and exact GELU: the encoder
-    is a stack of `TransformerEncoder`s, the decoder of `TransformerDecoder`s
+    is a stack of `EncoderBlock`s, the decoder of `CrossAttentionDecoderBlock`s
     switched to BART's form. Each stack embeds its tokens with the shared
     token table (times `√d` only with `scale_embedding`), adds its own learned
     positions read from row 2 on (offset 2), and normalizes the sum
@@ -152,7 +152,7 @@ class BART(Backbone):
         setattr(self, f"{stack}_embedding_dropout", keras.layers.Dropout(self.dropout, dtype=dtype))
 
     def _encoder_block(self, index, dtype):
-        return TransformerEncoder(
+        return EncoderBlock(
             num_heads=self.num_heads,
             intermediate_dim=self.intermediate_dim,
             dropout=self.dropout,
@@ -164,7 +164,7 @@ class BART(Backbone):
         )
 
     def _decoder_block(self, index, dtype):
-        return TransformerDecoder(
+        return CrossAttentionDecoderBlock(
             num_heads=self.num_heads,
             intermediate_dim=self.intermediate_dim,
             dropout=self.dropout,

@@ -8,7 +8,7 @@ from kbert.layers.longformer_attention import LongformerAttention
 from kbert.layers.multi_head_attention import MultiHeadAttention
 from kbert.layers.pooler import Pooler
 from kbert.layers.text_embedding import TextEmbedding
-from kbert.layers.transformer_encoder import TransformerEncoder
+from kbert.layers.encoder_block import EncoderBlock
 from kbert.models.backbone import Backbone
 from kbert.models.backbone_internals import BackboneInternals, per_layer_head_masks
 
@@ -187,12 +187,12 @@ class Encoder(Backbone):
             dropout=self.attention_dropout,
             kernel_initializer=self._initializer(),
             dtype=dtype,
-            name="attention",
+            name="attention_layer",
             **(self.attention_kwargs[index] if per_layer else self.attention_kwargs),
         )
 
     def _block(self, index, dtype):
-        return TransformerEncoder(
+        return EncoderBlock(
             num_heads=self.layer_num_heads[index],
             intermediate_dim=self.intermediate_dim,
             dropout=self.dropout,
