@@ -19,7 +19,9 @@ from kbert.checkpoints.registry import register_converter
 from kbert.checkpoints.weight_mapping import kbert_activation, resolve_sublayer
 from kbert.models.bart import BART
 
-_PROJECTIONS = {"query_dense": "q_proj", "key_dense": "k_proj", "value_dense": "v_proj", "output_dense": "out_proj"}
+_PROJECTIONS = {
+    "query_dense": "q_proj", "key_dense": "k_proj", "value_dense": "v_proj", "output_dense": "out_proj"
+}
 _FINAL_LOGITS_BIAS = "final_logits_bias"
 
 

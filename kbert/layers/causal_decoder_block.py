@@ -9,7 +9,7 @@ from kbert.layers.initializers import clone_initializer
 
 @keras.saving.register_keras_serializable(package="kbert")
 class CausalDecoderBlock(EncoderBlock):
-    """A decoder-only block (GPT-2's): causal self-attention through a key/value cache, then a feed-forward network.
+    """A decoder-only block (GPT-2's): causal, cached self-attention, then a feed-forward network.
 
     `EncoderBlock`, pre-LN by default (`x + Drop(Attn(LN(x)))`, then
     `x + Drop(FFN(LN(x)))`), whose default attention layer is a
@@ -58,7 +58,9 @@ class CausalDecoderBlock(EncoderBlock):
             raise ValueError("Pass cache and cache_update_index together (or neither).")
         caching = {}
         if cache is not None:
-            caching = dict(cache=cache, cache_update_index=cache_update_index, cache_write=cache_write)
+            caching = dict(
+                cache=cache, cache_update_index=cache_update_index, cache_write=cache_write
+            )
         if attention_mask is None:
             query_length = ops.shape(inputs)[1]
             key_length = query_length if cache is None else ops.shape(cache)[3]

@@ -76,11 +76,7 @@ class GPT2(Backbone):
 
     def __init__(
         self,
-        vocabulary_size,
-        num_layers,
-        num_heads,
-        hidden_dim,
-        intermediate_dim,
+        vocabulary_size, num_layers, num_heads, hidden_dim, intermediate_dim,
         max_positions=1024,
         dropout=0.1,
         layer_norm_epsilon=1e-5,
@@ -88,20 +84,14 @@ class GPT2(Backbone):
         dtype=None,
         **kwargs,
     ):
-        self.vocabulary_size = positive_int("vocabulary_size", vocabulary_size)
-        self.num_layers = positive_int("num_layers", num_layers)
-        self.num_heads = positive_int("num_heads", num_heads)
-        self.hidden_dim = positive_int("hidden_dim", hidden_dim)
-        self.intermediate_dim = positive_int("intermediate_dim", intermediate_dim)
+        self.set_transformer_sizes(
+            vocabulary_size, num_layers, num_heads, hidden_dim, intermediate_dim
+        )
         self.max_positions = positive_int("max_positions", max_positions)
         self.dropout = probability("dropout", dropout)
         self.layer_norm_epsilon = layer_norm_epsilon
         if not 0 <= end_id < vocabulary_size:
             raise ValueError(f"end_id must be in [0, {vocabulary_size}); received {end_id}.")
-        if hidden_dim % num_heads:
-            raise ValueError(
-                f"hidden_dim={hidden_dim} is not divisible by num_heads={num_heads}."
-            )
         self.end_id = int(end_id)
         self.pad_id = self.end_id
         self._create_layers(dtype)

@@ -6,7 +6,9 @@ from kbert.arguments import positive_int
 from kbert.models.encoder import Encoder
 
 # Longformer's global projections start from the local ones (by Keras name).
-_GLOBAL_PROJECTIONS = {f"{name}_global_dense": f"{name}_dense" for name in ("query", "key", "value")}
+_GLOBAL_PROJECTIONS = {
+    f"{name}_global_dense": f"{name}_dense" for name in ("query", "key", "value")
+}
 
 
 def to_long_context(
