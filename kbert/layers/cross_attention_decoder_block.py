@@ -81,23 +81,11 @@ class CrossAttentionDecoderBlock(T5Block):
             self.cross_attention_layer_norm = self._norm(width, "cross_attention_layer_norm")
             self.cross_attention_dropout = self._dropout()
 
-    def call(
-        self,
-        inputs,
-        encoder_outputs=None,
-        padding_mask=None,
-        encoder_padding_mask=None,
-        attention_bias=None,
-        self_attention_mask=None,
-        self_attention_cache=None,
-        cross_attention_cache=None,
-        cache_update_index=None,
-        cache_write="functional",
-        training=None,
-        return_attention_probabilities=False,
-        head_mask=None,
-        cross_attention_head_mask=None,
-    ):
+    def call(self, inputs, encoder_outputs=None, padding_mask=None, encoder_padding_mask=None,
+             attention_bias=None, self_attention_mask=None, self_attention_cache=None,
+             cross_attention_cache=None, cache_update_index=None, cache_write="functional",
+             training=None, return_attention_probabilities=False, head_mask=None,
+             cross_attention_head_mask=None):
         if self.use_cross_attention and encoder_outputs is None and cross_attention_cache is None:
             raise ValueError(
                 "This CrossAttentionDecoderBlock has cross-attention: pass encoder_outputs "
