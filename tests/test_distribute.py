@@ -433,8 +433,8 @@ def test_layout_map_rejects_bad_input():
     with pytest.raises(ValueError, match="has axes"):
         distribute.layout_map("bert_tiny", mesh, model_axis="tensor")
     # A built model is checked by its variables' shapes (here a feed-forward kernel of width 4).
-    ffn = keras.Sequential([keras.Input((3,)), keras.layers.Dense(4, name="intermediate")])
-    with pytest.raises(ValueError, match=r"intermediate/kernel \(3, 4\)"):
+    ffn = keras.Sequential([keras.Input((3,)), keras.layers.Dense(4, name="intermediate_dense")])
+    with pytest.raises(ValueError, match=r"intermediate_dense/kernel \(3, 4\)"):
         distribute.layout_map(ffn, mesh)
     with pytest.raises(ValueError, match="No variable"):
         distribute.layout_map(keras.Sequential([keras.Input((2,)), keras.layers.Dense(2)]), mesh)

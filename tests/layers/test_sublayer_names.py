@@ -136,7 +136,7 @@ def expected_layouts(model):
     """`{variable path: (attribute path, layout)}` of the variables that should be split,
     found by attribute (every other variable is replicated)."""
     if hasattr(model, "transformer_layers"):  # an Encoder
-        top = [(f"embeddings.token_embedding", "embeddings", COLUMNS)]
+        top = [("embeddings.token_embedding", "embeddings", COLUMNS)]
         stacks = [("transformer_layers", ["attention_layer"], True)]
     else:  # a T5
         top = [("token_embedding", "embeddings", COLUMNS), ("lm_head", "kernel", ROWS)]
