@@ -66,7 +66,7 @@ def build(attention, length, model):
     global_mask = np.eye(1, length, dtype="int32")  # the first token
     if model == "layer":
         attention_layer = kbert.models.ATTENTION_LAYERS[attention](num_heads=12, key_dim=64, **kwargs)
-        target = kbert.layers.TransformerEncoder(12, 3072, dropout=0.0, attention_layer=attention_layer)
+        target = kbert.layers.EncoderBlock(12, 3072, dropout=0.0, attention_layer=attention_layer)
         inputs = {
             "inputs": rng.normal(size=(1, length, 768)).astype("float32"),
             "padding_mask": np.ones((1, length), "int32"),

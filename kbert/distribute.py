@@ -35,19 +35,6 @@ import re
 import keras
 
 from kbert.backend_utils import quiet_import
-from kbert.layers.sublayer_names import (
-    ATTENTION,
-    BLOCK_NAME_END,
-    GATE,
-    GLOBAL_SUFFIX,
-    INTERMEDIATE,
-    KEY,
-    LM_HEAD,
-    OUTPUT,
-    QUERY,
-    TOKEN_EMBEDDING,
-    VALUE,
-)
 
 MODEL_AXIS = "model"
 BATCH_AXIS = "batch"
@@ -55,21 +42,25 @@ BATCH_AXIS = "batch"
 # (variable path pattern, layout), matched with `re.fullmatch` against
 # `variable.path` by `keras.distribution.LayoutMap`; a layout names
 # `MODEL_AXIS` where the variable is split (`layout_map` puts the mesh's model
-# axis there). The patterns are built from `kbert.layers.sublayer_names`:
-# attention layers name their projections query/key/value/output (Longformer
-# adds `*_global`); T5's sit under self_attention/ and cross_attention/; a
-# block's feed-forward layers are intermediate (and gate) and output.
+# axis there). A sublayer's Keras name is its attribute name (see
+# docs/architecture.md): an attention layer (`attention_layer` in an
+# `EncoderBlock`, `self_attention` and `cross_attention` in T5's and BART's
+# blocks) holds `query_dense`, `key_dense`, `value_dense` (Longformer adds
+# `*_global_dense`) and `output_dense`; a block (`..._layer` or `..._layer_<i>`)
+# holds its feed-forward layers `intermediate_dense` (and `gate_dense`) and
+# `output_dense`.
 _COLUMNS, _ROWS, _VECTOR = (None, MODEL_AXIS), (MODEL_AXIS, None), (MODEL_AXIS,)
-_PROJECTION = rf"{ATTENTION}/({QUERY}|{KEY}|{VALUE})({GLOBAL_SUFFIX})?"
+_ATTENTION = r"attention(_layer)?"
+_PROJECTION = rf"{_ATTENTION}/(query|key|value)(_global)?_dense"
 SHARDING_RULES = (
     (rf".*{_PROJECTION}/kernel", _COLUMNS),
     (rf".*{_PROJECTION}/bias", _VECTOR),
-    (rf".*{ATTENTION}/{OUTPUT}/kernel", _ROWS),
-    (rf".*({INTERMEDIATE}|{GATE})/kernel", _COLUMNS),
-    (rf".*{INTERMEDIATE}/bias", _VECTOR),
-    (rf".*{BLOCK_NAME_END}(_\d+)?/{OUTPUT}/kernel", _ROWS),
-    (rf".*{TOKEN_EMBEDDING}/embeddings", _COLUMNS),
-    (rf".*{LM_HEAD}/kernel", _ROWS),
+    (rf".*{_ATTENTION}/output_dense/kernel", _ROWS),
+    (r".*(intermediate|gate)_dense/kernel", _COLUMNS),
+    (r".*intermediate_dense/bias", _VECTOR),
+    (r".*(?<!attention_)layer(_\d+)?/output_dense/kernel", _ROWS),
+    (r".*token_embedding/embeddings", _COLUMNS),
+    (r".*lm_head/kernel", _ROWS),
 )
 
 
@@ -208,7 +199,7 @@ def layout_map(model_or_name, device_mesh, model_axis=MODEL_AXIS):
     Example:
     >>> mesh = device_mesh(1, devices=["cpu:0"])
     >>> layout = layout_map("bert_base", mesh)
-    >>> layout["transformer_layer_0/attention/query/kernel"].axes
+    >>> layout["transformer_layer_0/attention_layer/query_dense/kernel"].axes
     (None, 'model')
     """
     if model_axis not in device_mesh.axis_names:

@@ -47,6 +47,20 @@ def attribute_config(model, skip=()):
     }
 
 
+def constructor_config(model):
+    """`model`'s name, `trainable` and constructor arguments (`attribute_config`): its `get_config`.
+
+    `deserialize_arguments` of it gives the arguments that rebuild `model`.
+
+    >>> import kbert
+    >>> config = constructor_config(kbert.models.bert_tiny(num_layers=1, name="tiny"))
+    >>> config["name"], config["num_layers"]
+    ('tiny', 1)
+    """
+    config = {"name": model.name, "trainable": model.trainable}
+    return {**config, **attribute_config(model, skip=("name",))}
+
+
 def deserialize_arguments(config):
     """A copy of `config` with every serialized Keras object (model, dtype policy) rebuilt.
 

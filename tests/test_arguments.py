@@ -23,7 +23,7 @@ from kbert.layers import (
     RelativePositionBias,
     RMSNormalization,
     TextEmbedding,
-    TransformerEncoder,
+    EncoderBlock,
 )
 from kbert.models import T5, Encoder, bert_tiny, to_long_context
 from kbert.pretraining import MaskedLMMasker, SpanCorruption
@@ -95,7 +95,7 @@ COUNTS = [
     (lambda: BigBirdAttention(2, 4, block_size=2.5), "block_size", "2.5"),
     (lambda: LongformerAttention(2, 4, window=0), "window", "0"),
     (lambda: MultiHeadAttention(num_heads=0, key_dim=4), "num_heads", "0"),
-    (lambda: TransformerEncoder(num_heads=2, intermediate_dim=-8), "intermediate_dim", "-8"),
+    (lambda: EncoderBlock(num_heads=2, intermediate_dim=-8), "intermediate_dim", "-8"),
     (lambda: RelativePositionBias(num_heads=2, max_distance=1.5), "max_distance", "1.5"),
     (lambda: TextEmbedding(10, 8, num_segments=-1), "num_segments", "-1"),
     (lambda: MaskedLMMasker(10, 1, [0], max_predictions=0), "max_predictions", "0"),

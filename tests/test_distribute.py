@@ -363,12 +363,12 @@ def test_every_objective_fits_with_xla_in_a_strategy_scope():
 # Megatron layout of a bert_tiny-shaped pretrainer (hidden 16, FFN 32) over a model axis of 2.
 EXPECTED_SHARDING = {
     "embeddings/token_embedding/embeddings": ([None, "model"], [VOCABULARY, 8]),
-    "transformer_layer_0/attention/query/kernel": ([None, "model"], [16, 8]),
-    "transformer_layer_0/attention/key/bias": (["model"], [8]),
-    "transformer_layer_0/attention/output/kernel": (["model", None], [8, 16]),
-    "transformer_layer_0/intermediate/kernel": ([None, "model"], [16, 16]),
-    "transformer_layer_0/output/kernel": (["model", None], [16, 16]),
-    "transformer_layer_0/output/bias": ([None], [16]),
+    "transformer_layer_0/attention_layer/query_dense/kernel": ([None, "model"], [16, 8]),
+    "transformer_layer_0/attention_layer/key_dense/bias": (["model"], [8]),
+    "transformer_layer_0/attention_layer/output_dense/kernel": (["model", None], [8, 16]),
+    "transformer_layer_0/intermediate_dense/kernel": ([None, "model"], [16, 16]),
+    "transformer_layer_0/output_dense/kernel": (["model", None], [16, 16]),
+    "transformer_layer_0/output_dense/bias": ([None], [16]),
     "embeddings/layer_norm/gamma": ([None], [16]),
     "pretrainer/mlm_head/transform/kernel": ([None, None], [16, 16]),
 }
@@ -401,14 +401,14 @@ def test_layout_map_rules_cover_encoders_and_t5():
     mesh = distribute.device_mesh(1, devices=["cpu:0"])
     layout = distribute.layout_map("t5_v1_1_small", mesh)
     expected = {
-        "encoder_layer_0/self_attention/query/kernel": (None, "model"),
-        "decoder_layer_3/cross_attention/output/kernel": ("model", None),
-        "decoder_layer_0/gate/kernel": (None, "model"),
-        "encoder_layer_1/output/kernel": ("model", None),
+        "encoder_layer_0/self_attention/query_dense/kernel": (None, "model"),
+        "decoder_layer_3/cross_attention/output_dense/kernel": ("model", None),
+        "decoder_layer_0/gate_dense/kernel": (None, "model"),
+        "encoder_layer_1/output_dense/kernel": ("model", None),
         "token_embedding/embeddings": (None, "model"),
         "lm_head/kernel": ("model", None),
-        "transformer_layer_0/attention/key_global/kernel": (None, "model"),  # Longformer
-        "shared_transformer_layer/intermediate/bias": ("model",),  # ALBERT
+        "transformer_layer_0/attention_layer/key_global_dense/kernel": (None, "model"),  # Longformer
+        "shared_transformer_layer/intermediate_dense/bias": ("model",),  # ALBERT
     }
     for path, axes in expected.items():
         assert tuple(layout[path].axes) == axes, path
@@ -419,9 +419,9 @@ def test_layout_map_rules_cover_encoders_and_t5():
 def test_layout_map_splits_over_the_axis_it_is_given():
     mesh = keras.distribution.DeviceMesh((1, 1), ["data", "tensor"], ["cpu:0"])
     layout = distribute.layout_map("bert_tiny", mesh, model_axis="tensor")
-    assert tuple(layout["transformer_layer_0/attention/query/kernel"].axes) == (None, "tensor")
-    assert tuple(layout["transformer_layer_1/output/kernel"].axes) == ("tensor", None)
-    assert tuple(layout["transformer_layer_0/intermediate/bias"].axes) == ("tensor",)
+    assert tuple(layout["transformer_layer_0/attention_layer/query_dense/kernel"].axes) == (None, "tensor")
+    assert tuple(layout["transformer_layer_1/output_dense/kernel"].axes) == ("tensor", None)
+    assert tuple(layout["transformer_layer_0/intermediate_dense/bias"].axes) == ("tensor",)
 
 
 def test_layout_map_rejects_bad_input():
@@ -433,8 +433,8 @@ def test_layout_map_rejects_bad_input():
     with pytest.raises(ValueError, match="has axes"):
         distribute.layout_map("bert_tiny", mesh, model_axis="tensor")
     # A built model is checked by its variables' shapes (here a feed-forward kernel of width 4).
-    ffn = keras.Sequential([keras.Input((3,)), keras.layers.Dense(4, name="intermediate")])
-    with pytest.raises(ValueError, match=r"intermediate/kernel \(3, 4\)"):
+    ffn = keras.Sequential([keras.Input((3,)), keras.layers.Dense(4, name="intermediate_dense")])
+    with pytest.raises(ValueError, match=r"intermediate_dense/kernel \(3, 4\)"):
         distribute.layout_map(ffn, mesh)
     with pytest.raises(ValueError, match="No variable"):
         distribute.layout_map(keras.Sequential([keras.Input((2,)), keras.layers.Dense(2)]), mesh)

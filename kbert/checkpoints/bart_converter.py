@@ -17,66 +17,44 @@ import numpy as np
 from kbert.checkpoints.converter import Converter
 from kbert.checkpoints.registry import register_converter
 from kbert.checkpoints.weight_mapping import kbert_activation, resolve_sublayer
-from kbert.layers.sublayer_names import (
-    ATTENTION_LAYER,
-    ATTENTION_LAYER_NORM,
-    CROSS_ATTENTION,
-    CROSS_ATTENTION_LAYER_NORM,
-    DECODER_EMBEDDING_LAYER_NORM,
-    DECODER_LAYERS,
-    DECODER_POSITION_EMBEDDING,
-    ENCODER_EMBEDDING_LAYER_NORM,
-    ENCODER_LAYERS,
-    ENCODER_POSITION_EMBEDDING,
-    FFN_LAYER_NORM,
-    INTERMEDIATE_DENSE,
-    KEY_DENSE,
-    LM_HEAD,
-    OUTPUT_DENSE,
-    OUTPUT_LAYER_NORM,
-    QUERY_DENSE,
-    SELF_ATTENTION,
-    SELF_ATTENTION_LAYER_NORM,
-    TOKEN_EMBEDDING,
-    VALUE_DENSE,
-    attribute_path,
-)
 from kbert.models.bart import BART
 
-_PROJECTIONS = {QUERY_DENSE: "q_proj", KEY_DENSE: "k_proj", VALUE_DENSE: "v_proj", OUTPUT_DENSE: "out_proj"}
+_PROJECTIONS = {
+    "query_dense": "q_proj", "key_dense": "k_proj", "value_dense": "v_proj", "output_dense": "out_proj"
+}
 _FINAL_LOGITS_BIAS = "final_logits_bias"
 
 
 def _attention_names(attention, module):
-    return {attribute_path(attention, p): f"{module}.{name}" for p, name in _PROJECTIONS.items()}
+    return {f"{attention}.{p}": f"{module}.{name}" for p, name in _PROJECTIONS.items()}
 
 
 # `{attribute path in a block: HF module}` relative to `<stack>.layers.<i>.`.
 ENCODER_BLOCK = {
-    **_attention_names(ATTENTION_LAYER, "self_attn"),
-    ATTENTION_LAYER_NORM: "self_attn_layer_norm",
-    INTERMEDIATE_DENSE: "fc1",
-    OUTPUT_DENSE: "fc2",
-    OUTPUT_LAYER_NORM: "final_layer_norm",
+    **_attention_names("attention_layer", "self_attn"),
+    "attention_layer_norm": "self_attn_layer_norm",
+    "intermediate_dense": "fc1",
+    "output_dense": "fc2",
+    "output_layer_norm": "final_layer_norm",
 }
 DECODER_BLOCK = {
-    **_attention_names(SELF_ATTENTION, "self_attn"),
-    SELF_ATTENTION_LAYER_NORM: "self_attn_layer_norm",
-    **_attention_names(CROSS_ATTENTION, "encoder_attn"),
-    CROSS_ATTENTION_LAYER_NORM: "encoder_attn_layer_norm",
-    INTERMEDIATE_DENSE: "fc1",
-    OUTPUT_DENSE: "fc2",
-    FFN_LAYER_NORM: "final_layer_norm",
+    **_attention_names("self_attention", "self_attn"),
+    "self_attention_layer_norm": "self_attn_layer_norm",
+    **_attention_names("cross_attention", "encoder_attn"),
+    "cross_attention_layer_norm": "encoder_attn_layer_norm",
+    "intermediate_dense": "fc1",
+    "output_dense": "fc2",
+    "ffn_layer_norm": "final_layer_norm",
 }
 
 
 # The HF module of each sublayer of the backbone itself.
 BART_BACKBONE = {
-    TOKEN_EMBEDDING: "shared",
-    ENCODER_POSITION_EMBEDDING: "encoder.embed_positions",
-    DECODER_POSITION_EMBEDDING: "decoder.embed_positions",
-    ENCODER_EMBEDDING_LAYER_NORM: "encoder.layernorm_embedding",
-    DECODER_EMBEDDING_LAYER_NORM: "decoder.layernorm_embedding",
+    "token_embedding": "shared",
+    "encoder_position_embedding": "encoder.embed_positions",
+    "decoder_position_embedding": "decoder.embed_positions",
+    "encoder_embedding_layer_norm": "encoder.layernorm_embedding",
+    "decoder_embedding_layer_norm": "decoder.layernorm_embedding",
 }
 
 
@@ -146,15 +124,15 @@ class BartConverter(Converter):
             (resolve_sublayer(backbone, attribute, f"{self!r} {attribute!r}"), module)
             for attribute, module in BART_BACKBONE.items()
         ]
-        for stack, attribute, names in (("encoder", ENCODER_LAYERS, ENCODER_BLOCK),
-                                        ("decoder", DECODER_LAYERS, DECODER_BLOCK)):
+        for stack, attribute, names in (("encoder", "encoder_layers", ENCODER_BLOCK),
+                                        ("decoder", "decoder_layers", DECODER_BLOCK)):
             blocks = resolve_sublayer(backbone, attribute, f"{self!r} {stack} blocks")
             pairs += self.block_modules(blocks, names, f"{stack}.layers.{{i}}.", f"{stack} block")
         return pairs
 
     def weight_names(self, backbone, tensors):
         names = super().weight_names(backbone, tensors)
-        head = resolve_sublayer(backbone, LM_HEAD, f"{self!r} {LM_HEAD!r}")
+        head = resolve_sublayer(backbone, "lm_head", f"{self!r} 'lm_head'")
         names[head.bias.path] = (_FINAL_LOGITS_BIAS, False)
         return names
 

@@ -24,26 +24,6 @@ tensors are ignored. The pooler is built when the checkpoint has one
 from kbert.checkpoints.converter import Converter
 from kbert.checkpoints.registry import register_converter
 from kbert.checkpoints.weight_mapping import kbert_activation, resolve_sublayer
-from kbert.layers.sublayer_names import (
-    ATTENTION_LAYER,
-    ATTENTION_LAYER_NORM,
-    EMBEDDING_LAYER_NORM,
-    EMBEDDING_PROJECTION,
-    EMBEDDINGS,
-    INTERMEDIATE_DENSE,
-    KEY_DENSE,
-    OUTPUT_DENSE,
-    OUTPUT_LAYER_NORM,
-    POOLER,
-    POOLER_DENSE,
-    POSITION_EMBEDDING,
-    QUERY_DENSE,
-    SEGMENT_EMBEDDING,
-    TOKEN_EMBEDDING,
-    TRANSFORMER_LAYERS,
-    VALUE_DENSE,
-    attribute_path,
-)
 from kbert.models.encoder import Encoder
 
 # --- Configuration ---------------------------------------------------------
@@ -139,10 +119,10 @@ def _distilbert_arguments(config):
 
 # --- Weight names ----------------------------------------------------------
 
-_QUERY = attribute_path(ATTENTION_LAYER, QUERY_DENSE)
-_KEY = attribute_path(ATTENTION_LAYER, KEY_DENSE)
-_VALUE = attribute_path(ATTENTION_LAYER, VALUE_DENSE)
-_ATTENTION_OUTPUT = attribute_path(ATTENTION_LAYER, OUTPUT_DENSE)
+_QUERY = "attention_layer.query_dense"
+_KEY = "attention_layer.key_dense"
+_VALUE = "attention_layer.value_dense"
+_ATTENTION_OUTPUT = "attention_layer.output_dense"
 
 # The HF module of each sublayer of an encoder block (relative to the block).
 BERT_BLOCK = {
@@ -150,17 +130,17 @@ BERT_BLOCK = {
     _KEY: "attention.self.key",
     _VALUE: "attention.self.value",
     _ATTENTION_OUTPUT: "attention.output.dense",
-    ATTENTION_LAYER_NORM: "attention.output.LayerNorm",
-    INTERMEDIATE_DENSE: "intermediate.dense",
-    OUTPUT_DENSE: "output.dense",
-    OUTPUT_LAYER_NORM: "output.LayerNorm",
+    "attention_layer_norm": "attention.output.LayerNorm",
+    "intermediate_dense": "intermediate.dense",
+    "output_dense": "output.dense",
+    "output_layer_norm": "output.LayerNorm",
 }
 # The HF module of each sublayer of the `TextEmbedding`.
 BERT_EMBEDDINGS = {
-    TOKEN_EMBEDDING: "embeddings.word_embeddings",
-    POSITION_EMBEDDING: "embeddings.position_embeddings",
-    SEGMENT_EMBEDDING: "embeddings.token_type_embeddings",
-    EMBEDDING_LAYER_NORM: "embeddings.LayerNorm",
+    "token_embedding": "embeddings.word_embeddings",
+    "position_embedding": "embeddings.position_embeddings",
+    "segment_embedding": "embeddings.token_type_embeddings",
+    "layer_norm": "embeddings.LayerNorm",
 }
 
 
@@ -237,20 +217,20 @@ class BertConverter(Converter):
 
     def sublayer_modules(self, backbone, tensors):
         pairs = []
-        embeddings = resolve_sublayer(backbone, EMBEDDINGS, f"{self!r} embeddings")
+        embeddings = resolve_sublayer(backbone, "embeddings", f"{self!r} embeddings")
         for attribute, module in self.embeddings.items():
             layer = resolve_sublayer(embeddings, attribute, f"{self!r} {attribute!r}: {module!r}")
             if layer is not None:  # e.g. no segment table, no projection
                 pairs.append((layer, module))
-        blocks = resolve_sublayer(backbone, TRANSFORMER_LAYERS, f"{self!r} blocks")
+        blocks = resolve_sublayer(backbone, "transformer_layers", f"{self!r} blocks")
         pairs += self.block_modules(blocks, self.block_names, self.block)
-        if resolve_sublayer(backbone, POOLER, f"{self!r} pooler") is not None:
+        if resolve_sublayer(backbone, "pooler", f"{self!r} pooler") is not None:
             if self.pooler is None:
                 raise ValueError(
                     "This checkpoint family has no pooler weights; build the model "
                     "with use_pooler=False (the default for it)."
                 )
-            path = attribute_path(POOLER, POOLER_DENSE)
+            path = "pooler.dense"
             entry = f"{self!r} pooler: {self.pooler!r}"
             pairs.append((resolve_sublayer(backbone, path, entry), self.pooler))
         return pairs
@@ -265,17 +245,17 @@ register_converter(
         ("albert",),
         "albert.",
         _albert_arguments,
-        embeddings={**BERT_EMBEDDINGS, EMBEDDING_PROJECTION: "encoder.embedding_hidden_mapping_in"},
+        embeddings={**BERT_EMBEDDINGS, "projection": "encoder.embedding_hidden_mapping_in"},
         block="encoder.albert_layer_groups.0.albert_layers.0.",
         block_names={
             _QUERY: "attention.query",
             _KEY: "attention.key",
             _VALUE: "attention.value",
             _ATTENTION_OUTPUT: "attention.dense",
-            ATTENTION_LAYER_NORM: "attention.LayerNorm",
-            INTERMEDIATE_DENSE: "ffn",
-            OUTPUT_DENSE: "ffn_output",
-            OUTPUT_LAYER_NORM: "full_layer_layer_norm",
+            "attention_layer_norm": "attention.LayerNorm",
+            "intermediate_dense": "ffn",
+            "output_dense": "ffn_output",
+            "output_layer_norm": "full_layer_layer_norm",
         },
         pooler="pooler",
     )
@@ -285,7 +265,7 @@ register_converter(
         ("electra",),
         "electra.",
         _electra_arguments,
-        embeddings={**BERT_EMBEDDINGS, EMBEDDING_PROJECTION: "embeddings_project"},
+        embeddings={**BERT_EMBEDDINGS, "projection": "embeddings_project"},
         pooler=None,
     )
 )
@@ -295,9 +275,9 @@ register_converter(
         "distilbert.",
         _distilbert_arguments,
         embeddings={
-            TOKEN_EMBEDDING: "embeddings.word_embeddings",
-            POSITION_EMBEDDING: "embeddings.position_embeddings",
-            EMBEDDING_LAYER_NORM: "embeddings.LayerNorm",
+            "token_embedding": "embeddings.word_embeddings",
+            "position_embedding": "embeddings.position_embeddings",
+            "layer_norm": "embeddings.LayerNorm",
         },
         block="transformer.layer.{i}.",
         block_names={
@@ -305,10 +285,10 @@ register_converter(
             _KEY: "attention.k_lin",
             _VALUE: "attention.v_lin",
             _ATTENTION_OUTPUT: "attention.out_lin",
-            ATTENTION_LAYER_NORM: "sa_layer_norm",
-            INTERMEDIATE_DENSE: "ffn.lin1",
-            OUTPUT_DENSE: "ffn.lin2",
-            OUTPUT_LAYER_NORM: "output_layer_norm",
+            "attention_layer_norm": "sa_layer_norm",
+            "intermediate_dense": "ffn.lin1",
+            "output_dense": "ffn.lin2",
+            "output_layer_norm": "output_layer_norm",
         },
         pooler=None,
     )

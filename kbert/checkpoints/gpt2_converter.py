@@ -12,37 +12,22 @@ import numpy as np
 from kbert.checkpoints.converter import Converter
 from kbert.checkpoints.registry import register_converter
 from kbert.checkpoints.weight_mapping import kbert_activation, resolve_sublayer
-from kbert.layers.sublayer_names import (
-    ATTENTION_LAYER,
-    ATTENTION_LAYER_NORM,
-    FINAL_LAYER_NORM,
-    INTERMEDIATE_DENSE,
-    KEY_DENSE,
-    OUTPUT_DENSE,
-    OUTPUT_LAYER_NORM,
-    POSITION_EMBEDDING,
-    QUERY_DENSE,
-    TOKEN_EMBEDDING,
-    TRANSFORMER_LAYERS,
-    VALUE_DENSE,
-    attribute_path,
-)
 from kbert.models.gpt2 import END_ID, GPT2
 
 FUSED_ATTENTION = "attn.c_attn"
 # The parts `c_attn` is split into, in its order, and the kbert projection each fills.
-_SPLIT = {"q": QUERY_DENSE, "k": KEY_DENSE, "v": VALUE_DENSE}
+_SPLIT = {"q": "query_dense", "k": "key_dense", "v": "value_dense"}
 
 # The HF module of each sublayer of a block, relative to `h.<i>.`.
 GPT2_BLOCK = {
-    ATTENTION_LAYER_NORM: "ln_1",
-    **{attribute_path(ATTENTION_LAYER, dense): f"{FUSED_ATTENTION}.{part}" for part, dense in _SPLIT.items()},
-    attribute_path(ATTENTION_LAYER, OUTPUT_DENSE): "attn.c_proj",
-    OUTPUT_LAYER_NORM: "ln_2",
-    INTERMEDIATE_DENSE: "mlp.c_fc",
-    OUTPUT_DENSE: "mlp.c_proj",
+    "attention_layer_norm": "ln_1",
+    **{f"attention_layer.{dense}": f"{FUSED_ATTENTION}.{part}" for part, dense in _SPLIT.items()},
+    "attention_layer.output_dense": "attn.c_proj",
+    "output_layer_norm": "ln_2",
+    "intermediate_dense": "mlp.c_fc",
+    "output_dense": "mlp.c_proj",
 }
-GPT2_BACKBONE = {TOKEN_EMBEDDING: "wte", POSITION_EMBEDDING: "wpe", FINAL_LAYER_NORM: "ln_f"}
+GPT2_BACKBONE = {"token_embedding": "wte", "position_embedding": "wpe", "final_layer_norm": "ln_f"}
 
 # Config options kbert's GPT2 does not represent, with the value it implies.
 _FIXED_OPTIONS = {
@@ -139,7 +124,7 @@ class GPT2Converter(Converter):
             (resolve_sublayer(backbone, path, f"{self!r} {path!r}: {module!r}"), module)
             for path, module in GPT2_BACKBONE.items()
         ]
-        blocks = resolve_sublayer(backbone, TRANSFORMER_LAYERS, f"{self!r} blocks")
+        blocks = resolve_sublayer(backbone, "transformer_layers", f"{self!r} blocks")
         pairs += self.block_modules(blocks, GPT2_BLOCK, "h.{i}.")
         return pairs
 

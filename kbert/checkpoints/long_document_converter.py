@@ -33,13 +33,6 @@ from kbert.checkpoints.bert_converter import (
     roberta_arguments,
 )
 from kbert.checkpoints.registry import register_converter
-from kbert.layers.sublayer_names import (
-    ATTENTION_LAYER,
-    KEY_GLOBAL_DENSE,
-    QUERY_GLOBAL_DENSE,
-    VALUE_GLOBAL_DENSE,
-    attribute_path,
-)
 
 
 def _big_bird_arguments(config):
@@ -91,9 +84,9 @@ register_converter(
         _longformer_arguments,
         block_names={
             **BERT_BLOCK,
-            attribute_path(ATTENTION_LAYER, QUERY_GLOBAL_DENSE): "attention.self.query_global",
-            attribute_path(ATTENTION_LAYER, KEY_GLOBAL_DENSE): "attention.self.key_global",
-            attribute_path(ATTENTION_LAYER, VALUE_GLOBAL_DENSE): "attention.self.value_global",
+            "attention_layer.query_global_dense": "attention.self.query_global",
+            "attention_layer.key_global_dense": "attention.self.key_global",
+            "attention_layer.value_global_dense": "attention.self.value_global",
         },
     )
 )

@@ -22,40 +22,18 @@ from kbert.checkpoints.weight_mapping import (
     kbert_activation,
     resolve_sublayer,
 )
-from kbert.layers.sublayer_names import (
-    CROSS_ATTENTION,
-    CROSS_ATTENTION_LAYER_NORM,
-    DECODER_FINAL_LAYER_NORM,
-    DECODER_LAYERS,
-    DECODER_POSITION_BIAS,
-    ENCODER_FINAL_LAYER_NORM,
-    ENCODER_LAYERS,
-    ENCODER_POSITION_BIAS,
-    FFN_LAYER_NORM,
-    GATE_DENSE,
-    INTERMEDIATE_DENSE,
-    KEY_DENSE,
-    LM_HEAD,
-    OUTPUT_DENSE,
-    QUERY_DENSE,
-    SELF_ATTENTION,
-    SELF_ATTENTION_LAYER_NORM,
-    TOKEN_EMBEDDING,
-    VALUE_DENSE,
-    attribute_path,
-)
 from kbert.models.t5 import T5
 
-_PROJECTIONS = {QUERY_DENSE: "q", KEY_DENSE: "k", VALUE_DENSE: "v", OUTPUT_DENSE: "o"}
+_PROJECTIONS = {"query_dense": "q", "key_dense": "k", "value_dense": "v", "output_dense": "o"}
 _RELATIVE_BIAS = "{}.block.0.layer.0.SelfAttention.relative_attention_bias"
 
 # The HF module of each sublayer of the backbone itself (the blocks' are below).
 T5_BACKBONE = {
-    TOKEN_EMBEDDING: "shared",
-    ENCODER_POSITION_BIAS: _RELATIVE_BIAS.format("encoder"),
-    DECODER_POSITION_BIAS: _RELATIVE_BIAS.format("decoder"),
-    ENCODER_FINAL_LAYER_NORM: "encoder.final_layer_norm",
-    DECODER_FINAL_LAYER_NORM: "decoder.final_layer_norm",
+    "token_embedding": "shared",
+    "encoder_position_bias": _RELATIVE_BIAS.format("encoder"),
+    "decoder_position_bias": _RELATIVE_BIAS.format("decoder"),
+    "encoder_final_layer_norm": "encoder.final_layer_norm",
+    "decoder_final_layer_norm": "decoder.final_layer_norm",
 }
 
 
@@ -65,21 +43,21 @@ def t5_block_names(decoder, gated):
     >>> t5_block_names(decoder=True, gated=True)["cross_attention.query_dense"]
     'layer.1.EncDecAttention.q'
     """
-    names = {SELF_ATTENTION_LAYER_NORM: "layer.0.layer_norm"}
+    names = {"self_attention_layer_norm": "layer.0.layer_norm"}
     for projection, module in _PROJECTIONS.items():
-        names[attribute_path(SELF_ATTENTION, projection)] = f"layer.0.SelfAttention.{module}"
+        names[f"self_attention.{projection}"] = f"layer.0.SelfAttention.{module}"
     if decoder:
-        names[CROSS_ATTENTION_LAYER_NORM] = "layer.1.layer_norm"
+        names["cross_attention_layer_norm"] = "layer.1.layer_norm"
         for projection, module in _PROJECTIONS.items():
-            names[attribute_path(CROSS_ATTENTION, projection)] = f"layer.1.EncDecAttention.{module}"
+            names[f"cross_attention.{projection}"] = f"layer.1.EncDecAttention.{module}"
     ffn = f"layer.{2 if decoder else 1}."
-    names[FFN_LAYER_NORM] = ffn + "layer_norm"
+    names["ffn_layer_norm"] = ffn + "layer_norm"
     if gated:
-        names[INTERMEDIATE_DENSE] = ffn + "DenseReluDense.wi_0"
-        names[GATE_DENSE] = ffn + "DenseReluDense.wi_1"
+        names["intermediate_dense"] = ffn + "DenseReluDense.wi_0"
+        names["gate_dense"] = ffn + "DenseReluDense.wi_1"
     else:
-        names[INTERMEDIATE_DENSE] = ffn + "DenseReluDense.wi"
-    names[OUTPUT_DENSE] = ffn + "DenseReluDense.wo"
+        names["intermediate_dense"] = ffn + "DenseReluDense.wi"
+    names["output_dense"] = ffn + "DenseReluDense.wo"
     return names
 
 
@@ -149,9 +127,9 @@ class T5Converter(Converter):
             (resolve_sublayer(backbone, path, f"{self!r} {path!r}: {module!r}"), module)
             for path, module in T5_BACKBONE.items()
         ]
-        if resolve_sublayer(backbone, LM_HEAD, f"{self!r} {LM_HEAD!r}") is not None:
+        if resolve_sublayer(backbone, "lm_head", f"{self!r} 'lm_head'") is not None:
             pairs.append((backbone.lm_head, "lm_head" if "lm_head.weight" in tensors else "shared"))
-        for stack, attribute in (("encoder", ENCODER_LAYERS), ("decoder", DECODER_LAYERS)):
+        for stack, attribute in (("encoder", "encoder_layers"), ("decoder", "decoder_layers")):
             names = t5_block_names(stack == "decoder", backbone.use_gated_activation)
             blocks = resolve_sublayer(backbone, attribute, f"{self!r} {stack} blocks")
             pairs += self.block_modules(blocks, names, f"{stack}.block.{{i}}.", f"{stack} block")

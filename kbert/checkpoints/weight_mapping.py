@@ -177,7 +177,7 @@ def resolve_sublayer(owner, path, entry):
             raise AttributeError(
                 f"Converter entry {entry}: {type(layer).__name__} {getattr(layer, 'name', '')!r} "
                 f"has no attribute {name!r} (path {path!r} from {type(owner).__name__}); "
-                "see kbert.layers.sublayer_names."
+                "a sublayer's attribute name is its Keras name (docs/architecture.md)."
             )
         layer = getattr(layer, name)
     return layer

@@ -1,10 +1,13 @@
-"""Building blocks: embeddings, attention, the encoder block, heads."""
+"""Building blocks: embeddings, attention, the encoder and decoder blocks, heads."""
 
 from kbert.layers.activations import gelu_approximate, get_activation
 from kbert.layers.attention_mask import merge_attention_masks
 from kbert.layers.bigbird_attention import BigBirdAttention
 from kbert.layers.cached_multi_head_attention import CachedMultiHeadAttention
+from kbert.layers.causal_decoder_block import CausalDecoderBlock
 from kbert.layers.character_cnn import CharacterCNN
+from kbert.layers.cross_attention_decoder_block import CrossAttentionDecoderBlock
+from kbert.layers.encoder_block import EncoderBlock
 from kbert.layers.fused_dense import FusedDense
 from kbert.layers.highway import Highway
 from kbert.layers.language_model_head import LanguageModelHead
@@ -20,35 +23,34 @@ from kbert.layers.reversible_embedding import ReversibleEmbedding
 from kbert.layers.rms_normalization import RMSNormalization
 from kbert.layers.scalar_mix import ScalarMix
 from kbert.layers.span_boundary_head import SpanBoundaryHead
-from kbert.layers.t5_encoder_block import T5EncoderBlock
+from kbert.layers.t5_block import T5Block
 from kbert.layers.text_embedding import TextEmbedding
-from kbert.layers.transformer_decoder import TransformerDecoder
-from kbert.layers.transformer_encoder import TransformerEncoder
 from kbert.layers.vocabulary_head import VocabularyHead
 
 __all__ = [
     "BigBirdAttention",
+    "CachedMultiHeadAttention",
+    "CausalDecoderBlock",
+    "CharacterCNN",
+    "CrossAttentionDecoderBlock",
+    "EncoderBlock",
+    "FusedDense",
+    "Highway",
     "LanguageModelHead",
     "LayerNormalization",
     "LongformerAttention",
-    "CachedMultiHeadAttention",
-    "FusedDense",
-    "CharacterCNN",
-    "Highway",
-    "RMSNormalization",
-    "ScalarMix",
-    "RelativePositionBias",
-    "TransformerDecoder",
     "MaskedLMHead",
     "MultiHeadAttention",
     "Pooler",
     "PositionEmbedding",
     "ProjectedLSTM",
+    "RMSNormalization",
+    "RelativePositionBias",
     "ReversibleEmbedding",
+    "ScalarMix",
     "SpanBoundaryHead",
-    "T5EncoderBlock",
+    "T5Block",
     "TextEmbedding",
-    "TransformerEncoder",
     "VocabularyHead",
     "gelu_approximate",
     "get_activation",

@@ -95,9 +95,9 @@ class CachedMultiHeadAttention(MultiHeadAttention):
 
     def _dense(self, units, name):
         dense = super()._dense(units, name)
-        if name == "query":
+        if name == "query_dense":
             dense.kernel_initializer = clone_initializer(self.query_kernel_initializer)
-        if name == "output" and self.output_kernel_initializer is not None:
+        if name == "output_dense" and self.output_kernel_initializer is not None:
             dense.kernel_initializer = clone_initializer(self.output_kernel_initializer)
         return dense
 

@@ -154,18 +154,8 @@ class LongformerAttention(MultiHeadAttention):
         pattern[:, :, positions] = True
         return pattern
 
-    def call(
-        self,
-        query,
-        value=None,
-        key=None,
-        padding_mask=None,
-        attention_mask=None,
-        training=None,
-        global_attention_mask=None,
-        return_probabilities=False,
-        head_mask=None,
-    ):
+    def call(self, query, value=None, key=None, padding_mask=None, attention_mask=None,
+             training=None, global_attention_mask=None, return_probabilities=False, head_mask=None):
         check_self_attention(
             self,
             query,

@@ -18,7 +18,7 @@ class MultiHeadAttention(DirectCall, keras.layers.Layer):
     The scoring kernel is the method `attend`; sparse attention layers
     (BigBird, Longformer) subclass this layer and replace it, keeping the
     projections, masks and weight layout, so any of them plugs into
-    `TransformerEncoder`. The default dense kernel calls
+    `EncoderBlock`. The default dense kernel calls
     `kbert.backend_utils.fused_attention`, which takes the backend's fused kernel
     (PyTorch `scaled_dot_product_attention`, JAX/XLA's fused attention). When
     attention-probability dropout is active (training with `dropout > 0`),
@@ -118,19 +118,19 @@ class MultiHeadAttention(DirectCall, keras.layers.Layer):
         self.query_dense, self.key_dense, self.value_dense = self._projections(
             "", query_shape, key_shape, value_shape
         )
-        self.output_dense = self._dense(output_dim, "output")
+        self.output_dense = self._dense(output_dim, "output_dense")
         self.output_dense.build(tuple(query_shape[:-1]) + (self.num_heads * self.value_dim,))
         self.built = True
 
     def _projections(self, suffix, query_shape, key_shape, value_shape):
-        """The query, key and value projections, built; named `query<suffix>` and so on."""
+        """The query, key and value projections, built; named `query<suffix>_dense` and so on."""
         projections = []
         for name, head_dim, shape in (
             ("query", self.key_dim, query_shape),
             ("key", self.key_dim, key_shape),
             ("value", self.value_dim, value_shape),
         ):
-            dense = self._dense(self.num_heads * head_dim, name + suffix)
+            dense = self._dense(self.num_heads * head_dim, f"{name}{suffix}_dense")
             dense.build(shape)
             projections.append(dense)
         return projections

@@ -2,9 +2,9 @@
 
 import keras
 
-from kbert.arguments import no_unknown_keywords
+from kbert.arguments import no_unknown_keywords, positive_int
 from kbert.input_checks import InputChecks, check_inputs
-from kbert.serialization import attribute_config, constructor_arguments, deserialize_arguments
+from kbert.serialization import constructor_arguments, constructor_config, deserialize_arguments
 
 
 class Backbone(InputChecks, keras.Model):
@@ -25,7 +25,9 @@ class Backbone(InputChecks, keras.Model):
       attributes, and `from_config` rebuilds the dtype policy.
 
     - its inputs are checked (`kbert.input_checks`) against the subclass's
-      `INPUT_TABLE`: ids in range, 0/1 masks, lengths that agree.
+      `INPUT_TABLE`: ids in range, 0/1 masks, lengths that agree;
+    - the sizes every transformer backbone has are checked and kept by
+      `set_transformer_sizes`.
 
     A backbone owns no loss: the pretrainers and tasks that wrap it do.
 
@@ -38,6 +40,30 @@ class Backbone(InputChecks, keras.Model):
     >>> copy.num_layers, copy.dtype_policy.name
     (1, 'mixed_bfloat16')
     """
+
+    def set_transformer_sizes(self, vocabulary_size, num_layers, num_heads, hidden_dim,
+                              intermediate_dim, key_dim=None):
+        """Checks the sizes of a transformer stack and keeps them as attributes of the same name.
+
+        Each is an integer >= 1; `hidden_dim` must divide by `num_heads`
+        unless the heads have their own width `key_dim` (T5).
+
+        >>> import kbert
+        >>> kbert.models.GPT2(vocabulary_size=50, num_layers=1, num_heads=3, hidden_dim=8,
+        ...                   intermediate_dim=16)
+        Traceback (most recent call last):
+        ...
+        ValueError: hidden_dim=8 is not divisible by num_heads=3.
+        """
+        for name, value in (("vocabulary_size", vocabulary_size), ("num_layers", num_layers),
+                            ("num_heads", num_heads), ("hidden_dim", hidden_dim),
+                            ("intermediate_dim", intermediate_dim)):
+            setattr(self, name, positive_int(name, value))
+        if key_dim is None and hidden_dim % num_heads:
+            hint = "; pass key_dim" if "key_dim" in constructor_arguments(type(self)) else ""
+            raise ValueError(
+                f"hidden_dim={hidden_dim} is not divisible by num_heads={num_heads}{hint}."
+            )
 
     def __init__(self, *args, dtype=None, **kwargs):
         # Keras' functional models take unknown keywords silently.
@@ -58,8 +84,7 @@ class Backbone(InputChecks, keras.Model):
         return super().call(inputs, *args, **kwargs)
 
     def get_config(self):
-        config = {"name": self.name, "trainable": self.trainable}
-        config.update(attribute_config(self, skip=("name",)))
+        config = constructor_config(self)
         config["dtype"] = keras.dtype_policies.serialize(self.dtype_policy)
         return config
 

@@ -8,8 +8,8 @@ from kbert.layers.language_model_head import LanguageModelHead
 from kbert.layers.layer_normalization import LayerNormalization
 from kbert.layers.position_embedding import PositionEmbedding
 from kbert.layers.reversible_embedding import ReversibleEmbedding
-from kbert.layers.transformer_decoder import TransformerDecoder
-from kbert.layers.transformer_encoder import TransformerEncoder
+from kbert.layers.cross_attention_decoder_block import CrossAttentionDecoderBlock
+from kbert.layers.encoder_block import EncoderBlock
 from kbert.models.backbone import Backbone
 from kbert.models.t5 import (
     INPUT_NAMES,
@@ -33,7 +33,7 @@ class BART(Backbone):
     """The BART encoder-decoder backbone, up to its vocabulary logits (docs/algorithms.md §10).
 
     Post-LN blocks with biases, `1/√d` attention and exact GELU: the encoder
-    is a stack of `TransformerEncoder`s, the decoder of `TransformerDecoder`s
+    is a stack of `EncoderBlock`s, the decoder of `CrossAttentionDecoderBlock`s
     switched to BART's form. Each stack embeds its tokens with the shared
     token table (times `√d` only with `scale_embedding`), adds its own learned
     positions read from row 2 on (offset 2), and normalizes the sum
@@ -78,11 +78,7 @@ class BART(Backbone):
 
     def __init__(
         self,
-        vocabulary_size,
-        num_layers,
-        num_heads,
-        hidden_dim,
-        intermediate_dim,
+        vocabulary_size, num_layers, num_heads, hidden_dim, intermediate_dim,
         num_decoder_layers=None,
         max_positions=1024,
         activation="gelu",
@@ -93,17 +89,13 @@ class BART(Backbone):
         dtype=None,
         **kwargs,
     ):
-        positive_int("num_layers", num_layers)
-        positive_int("num_decoder_layers", num_decoder_layers, optional=True)
-        if positive_int("hidden_dim", hidden_dim) % positive_int("num_heads", num_heads):
-            raise ValueError(f"hidden_dim={hidden_dim} is not divisible by num_heads={num_heads}.")
         # === Config === (read by the steps that create the layers)
-        self.vocabulary_size = positive_int("vocabulary_size", vocabulary_size)
-        self.num_layers = num_layers
-        self.num_heads = num_heads
-        self.hidden_dim = hidden_dim
-        self.intermediate_dim = intermediate_dim
-        self.num_decoder_layers = num_layers if num_decoder_layers is None else num_decoder_layers
+        self.set_transformer_sizes(
+            vocabulary_size, num_layers, num_heads, hidden_dim, intermediate_dim
+        )
+        self.num_decoder_layers = positive_int(
+            "num_decoder_layers", num_layers if num_decoder_layers is None else num_decoder_layers
+        )
         self.max_positions = positive_int("max_positions", max_positions)
         self.activation = activation
         self.dropout = probability("dropout", dropout)
@@ -151,31 +143,22 @@ class BART(Backbone):
         setattr(self, f"{stack}_embedding_layer_norm", norm)
         setattr(self, f"{stack}_embedding_dropout", keras.layers.Dropout(self.dropout, dtype=dtype))
 
-    def _encoder_block(self, index, dtype):
-        return TransformerEncoder(
-            num_heads=self.num_heads,
-            intermediate_dim=self.intermediate_dim,
-            dropout=self.dropout,
-            activation=self.activation,
-            layer_norm_epsilon=self.layer_norm_epsilon,
-            kernel_initializer=self._initializer(),
-            dtype=dtype,
-            name=f"encoder_layer_{index}",
+    def _block_arguments(self, dtype):
+        """What the encoder and decoder blocks share."""
+        return dict(
+            num_heads=self.num_heads, intermediate_dim=self.intermediate_dim, dropout=self.dropout,
+            activation=self.activation, layer_norm_epsilon=self.layer_norm_epsilon,
+            kernel_initializer=self._initializer(), dtype=dtype,
         )
 
+    def _encoder_block(self, index, dtype):
+        return EncoderBlock(**self._block_arguments(dtype), name=f"encoder_layer_{index}")
+
     def _decoder_block(self, index, dtype):
-        return TransformerDecoder(
-            num_heads=self.num_heads,
-            intermediate_dim=self.intermediate_dim,
-            dropout=self.dropout,
-            activation=self.activation,
-            layer_norm_epsilon=self.layer_norm_epsilon,
-            normalize_first=False,
-            normalization="layer",
-            use_bias=True,
-            attention_scale=None,
-            kernel_initializer=self._initializer(),
-            dtype=dtype,
+        """A `CrossAttentionDecoderBlock` in BART's form: post-LayerNorm, biases, `1/√d`."""
+        return CrossAttentionDecoderBlock(
+            **self._block_arguments(dtype),
+            normalize_first=False, normalization="layer", use_bias=True, attention_scale=None,
             name=f"decoder_layer_{index}",
         )
 

@@ -1,6 +1,6 @@
 import keras
 
-from kbert.arguments import head_counts, one_of, positive_int, probability
+from kbert.arguments import head_counts, one_of, probability
 from kbert.input_checks import check_inputs, ids, mask
 from kbert.layers.bigbird_attention import BigBirdAttention
 from kbert.layers.layer_normalization import LayerNormalization
@@ -8,7 +8,7 @@ from kbert.layers.longformer_attention import LongformerAttention
 from kbert.layers.multi_head_attention import MultiHeadAttention
 from kbert.layers.pooler import Pooler
 from kbert.layers.text_embedding import TextEmbedding
-from kbert.layers.transformer_encoder import TransformerEncoder
+from kbert.layers.encoder_block import EncoderBlock
 from kbert.models.backbone import Backbone
 from kbert.models.backbone_internals import BackboneInternals, per_layer_head_masks
 
@@ -95,11 +95,7 @@ class Encoder(Backbone):
 
     def __init__(
         self,
-        vocabulary_size,
-        num_layers,
-        num_heads,
-        hidden_dim,
-        intermediate_dim,
+        vocabulary_size, num_layers, num_heads, hidden_dim, intermediate_dim,
         max_positions=512,
         num_segments=2,
         embedding_dim=None,
@@ -118,13 +114,11 @@ class Encoder(Backbone):
         dtype=None,
         **kwargs,
     ):
-        _check_shape_and_attention(num_layers, hidden_dim, num_heads, attention)
         # === Config === (read by the steps that create the layers)
-        self.vocabulary_size = vocabulary_size
-        self.num_layers = num_layers
-        self.num_heads = num_heads
-        self.hidden_dim = hidden_dim
-        self.intermediate_dim = intermediate_dim
+        self.set_transformer_sizes(
+            vocabulary_size, num_layers, num_heads, hidden_dim, intermediate_dim
+        )
+        one_of("attention", attention, ATTENTION_LAYERS)
         self.max_positions = max_positions
         self.num_segments = num_segments
         self.embedding_dim = embedding_dim
@@ -187,12 +181,12 @@ class Encoder(Backbone):
             dropout=self.attention_dropout,
             kernel_initializer=self._initializer(),
             dtype=dtype,
-            name="attention",
+            name="attention_layer",
             **(self.attention_kwargs[index] if per_layer else self.attention_kwargs),
         )
 
     def _block(self, index, dtype):
-        return TransformerEncoder(
+        return EncoderBlock(
             num_heads=self.layer_num_heads[index],
             intermediate_dim=self.intermediate_dim,
             dropout=self.dropout,
@@ -332,13 +326,6 @@ class Encoder(Backbone):
     def token_embedding(self):
         """The `ReversibleEmbedding` token table, for tied output heads."""
         return self.embeddings.token_embedding
-
-
-def _check_shape_and_attention(num_layers, hidden_dim, num_heads, attention):
-    positive_int("num_layers", num_layers)
-    if positive_int("hidden_dim", hidden_dim) % positive_int("num_heads", num_heads):
-        raise ValueError(f"hidden_dim={hidden_dim} is not divisible by num_heads={num_heads}.")
-    one_of("attention", attention, ATTENTION_LAYERS)
 
 
 def _checked_heads_per_layer(heads_per_layer, num_layers, num_heads, share_layers):

@@ -6,13 +6,11 @@ from keras import ops
 from kbert.arguments import positive_int, probability
 from kbert.input_checks import ids, mask
 from kbert.layers.attention_mask import causal_padding_mask
-from kbert.layers.cached_multi_head_attention import CachedMultiHeadAttention
 from kbert.layers.dropout import apply_dropout
 from kbert.layers.layer_normalization import LayerNormalization
 from kbert.layers.position_embedding import PositionEmbedding
 from kbert.layers.reversible_embedding import ReversibleEmbedding
-from kbert.layers.sublayer_names import FINAL_LAYER_NORM
-from kbert.layers.transformer_encoder import TransformerEncoder
+from kbert.layers.causal_decoder_block import CausalDecoderBlock
 from kbert.models.backbone import Backbone
 
 # GPT-2's `<|endoftext|>` (the last id of its 50257 tokens) ends, starts and pads text.
@@ -34,7 +32,7 @@ class GPT2(Backbone):
     """The GPT-2 decoder, up to its vocabulary logits (docs/algorithms.md §11).
 
     Token and learned position embeddings, a stack of pre-LN
-    `TransformerEncoder` blocks under a causal mask (`x + attn(ln_1(x))`, then
+    `CausalDecoderBlock`s (`x + attn(ln_1(x))`, then
     `x + mlp(ln_2(x))`, tanh GELU, biases everywhere, scores scaled by
     `1/sqrt(d)`), a final LayerNorm `ln_f` and an LM head tied to the token
     table. Positions come from the padding mask (`cumsum(mask) - 1` per row),
@@ -78,11 +76,7 @@ class GPT2(Backbone):
 
     def __init__(
         self,
-        vocabulary_size,
-        num_layers,
-        num_heads,
-        hidden_dim,
-        intermediate_dim,
+        vocabulary_size, num_layers, num_heads, hidden_dim, intermediate_dim,
         max_positions=1024,
         dropout=0.1,
         layer_norm_epsilon=1e-5,
@@ -90,20 +84,14 @@ class GPT2(Backbone):
         dtype=None,
         **kwargs,
     ):
-        self.vocabulary_size = positive_int("vocabulary_size", vocabulary_size)
-        self.num_layers = positive_int("num_layers", num_layers)
-        self.num_heads = positive_int("num_heads", num_heads)
-        self.hidden_dim = positive_int("hidden_dim", hidden_dim)
-        self.intermediate_dim = positive_int("intermediate_dim", intermediate_dim)
+        self.set_transformer_sizes(
+            vocabulary_size, num_layers, num_heads, hidden_dim, intermediate_dim
+        )
         self.max_positions = positive_int("max_positions", max_positions)
         self.dropout = probability("dropout", dropout)
         self.layer_norm_epsilon = layer_norm_epsilon
         if not 0 <= end_id < vocabulary_size:
             raise ValueError(f"end_id must be in [0, {vocabulary_size}); received {end_id}.")
-        if hidden_dim % num_heads:
-            raise ValueError(
-                f"hidden_dim={hidden_dim} is not divisible by num_heads={num_heads}."
-            )
         self.end_id = int(end_id)
         self.pad_id = self.end_id
         self._create_layers(dtype)
@@ -128,31 +116,21 @@ class GPT2(Backbone):
         )
         self.embedding_dropout = keras.layers.Dropout(self.dropout, dtype=dtype)
         self.transformer_layers = [
-            TransformerEncoder(
+            CausalDecoderBlock(
                 num_heads=self.num_heads,
                 intermediate_dim=self.intermediate_dim,
                 dropout=self.dropout,
                 activation="gelu_approximate",
                 layer_norm_epsilon=self.layer_norm_epsilon,
-                normalize_first=True,
                 kernel_initializer=normal,
                 output_kernel_initializer=residual,
-                attention_layer=CachedMultiHeadAttention(
-                    num_heads=self.num_heads,
-                    key_dim=self.hidden_dim // self.num_heads,
-                    dropout=self.dropout,
-                    kernel_initializer=normal,
-                    output_kernel_initializer=residual,
-                    dtype=dtype,
-                    name="attention",
-                ),
                 dtype=dtype,
                 name=f"transformer_layer_{index}",
             )
             for index in range(self.num_layers)
         ]
         self.final_layer_norm = LayerNormalization(
-            epsilon=self.layer_norm_epsilon, dtype=dtype, name=FINAL_LAYER_NORM
+            epsilon=self.layer_norm_epsilon, dtype=dtype, name="final_layer_norm"
         )
 
     # --- Forward ----------------------------------------------------------------

@@ -3,11 +3,12 @@
 import numpy as np
 
 from kbert.arguments import positive_int
-from kbert.layers.sublayer_names import KEY, KEY_GLOBAL, QUERY, QUERY_GLOBAL, VALUE, VALUE_GLOBAL
 from kbert.models.encoder import Encoder
 
 # Longformer's global projections start from the local ones (by Keras name).
-_GLOBAL_PROJECTIONS = {QUERY_GLOBAL: QUERY, KEY_GLOBAL: KEY, VALUE_GLOBAL: VALUE}
+_GLOBAL_PROJECTIONS = {
+    f"{name}_global_dense": f"{name}_dense" for name in ("query", "key", "value")
+}
 
 
 def to_long_context(

@@ -12,8 +12,8 @@ from kbert.layers.fused_dense import FusedDense
 from kbert.layers.relative_position_bias import RelativePositionBias
 from kbert.layers.reversible_embedding import ReversibleEmbedding
 from kbert.layers.rms_normalization import RMSNormalization
-from kbert.layers.t5_encoder_block import T5EncoderBlock
-from kbert.layers.transformer_decoder import TransformerDecoder
+from kbert.layers.t5_block import T5Block
+from kbert.layers.cross_attention_decoder_block import CrossAttentionDecoderBlock
 from kbert.models.backbone import Backbone
 from kbert.models.backbone_internals import BackboneInternals, per_layer_head_masks
 
@@ -33,8 +33,8 @@ INPUT_NAMES = (
 class T5(Backbone):
     """The T5 encoder-decoder backbone, up to its vocabulary logits (docs/algorithms.md §8).
 
-    The encoder is a stack of `T5EncoderBlock`s, the decoder a stack of
-    `TransformerDecoder` blocks: pre-norm with RMS normalization, no biases,
+    The encoder is a stack of `T5Block`s, the decoder a stack of
+    `CrossAttentionDecoderBlock` blocks: pre-norm with RMS normalization, no biases,
     unscaled attention and a relative position bias computed once per stack
     and shared by its blocks. v1.0 (`t5_small` ...) uses a ReLU feed-forward
     network and ties the output projection to the token table, rescaling the
@@ -98,11 +98,7 @@ class T5(Backbone):
 
     def __init__(
         self,
-        vocabulary_size,
-        num_layers,
-        num_heads,
-        hidden_dim,
-        intermediate_dim,
+        vocabulary_size, num_layers, num_heads, hidden_dim, intermediate_dim,
         key_dim=None,
         num_decoder_layers=None,
         activation="relu",
@@ -119,19 +115,18 @@ class T5(Backbone):
         dtype=None,
         **kwargs,
     ):
-        _check_shape(num_layers, num_decoder_layers, hidden_dim, num_heads, key_dim, dropout)
         # === Config === (read by the steps that create the layers)
-        self.vocabulary_size = vocabulary_size
-        self.num_layers = num_layers
-        self.num_heads = num_heads
-        self.hidden_dim = hidden_dim
-        self.intermediate_dim = intermediate_dim
-        self.key_dim = key_dim
-        self.num_decoder_layers = num_layers if num_decoder_layers is None else num_decoder_layers
+        self.set_transformer_sizes(
+            vocabulary_size, num_layers, num_heads, hidden_dim, intermediate_dim, key_dim
+        )
+        self.key_dim = positive_int("key_dim", key_dim, optional=True)
+        self.num_decoder_layers = positive_int(
+            "num_decoder_layers", num_layers if num_decoder_layers is None else num_decoder_layers
+        )
         self.activation = activation
         self.use_gated_activation = use_gated_activation
         self.tie_embeddings = tie_embeddings
-        self.dropout = dropout
+        self.dropout = probability("dropout", dropout)
         self.layer_norm_epsilon = layer_norm_epsilon
         self.num_buckets = num_buckets
         self.max_distance = max_distance
@@ -235,7 +230,7 @@ class T5(Backbone):
             self.encoder_layers,
             self.encoder_final_layer_norm,
             self.encoder_final_dropout,
-        ) = self._stack("encoder", T5EncoderBlock, bidirectional=True, dtype=dtype)
+        ) = self._stack("encoder", T5Block, bidirectional=True, dtype=dtype)
 
     def _create_decoder(self, dtype):
         (
@@ -244,7 +239,7 @@ class T5(Backbone):
             self.decoder_final_layer_norm,
             self.decoder_final_dropout,
         ) = self._stack(
-            "decoder", TransformerDecoder, bidirectional=False, dtype=dtype,
+            "decoder", CrossAttentionDecoderBlock, bidirectional=False, dtype=dtype,
             cross_attention_num_heads=(
                 self.cross_attention_heads_per_layer or [self.num_heads] * self.num_decoder_layers
             ),
@@ -444,13 +439,13 @@ class T5(Backbone):
 
 
 def cross_attention_caches(decoder_layers, encoder_outputs):
-    """Each `TransformerDecoder` block's projected encoder keys and values."""
+    """Each `CrossAttentionDecoderBlock` block's projected encoder keys and values."""
     return tuple(block.cross_attention.compute_cache(encoder_outputs) for block in decoder_layers)
 
 
 def decode_with_caches(decoder_layers, x, index, self_caches, cross_caches, encoder_padding_mask,
                        cache_write, attention_biases=None):
-    """`x` `(batch, 1, width)` at position `index` through every `TransformerDecoder` block and
+    """`x` `(batch, 1, width)` at position `index` through every `CrossAttentionDecoderBlock` and
     its caches: `(outputs, updated self-attention caches)`; `attention_biases`, if given,
     holds each block's self-attention score bias. The causal mask is built once for all blocks."""
     updated = []
@@ -479,17 +474,6 @@ def self_attention_caches(decoder_layers, batch_size, max_length, dtype):
                    block.self_attention.key_dim), dtype)
         for block in decoder_layers
     )
-
-
-def _check_shape(num_layers, num_decoder_layers, hidden_dim, num_heads, key_dim, dropout):
-    positive_int("num_layers", num_layers)
-    positive_int("num_decoder_layers", num_decoder_layers, optional=True)
-    positive_int("hidden_dim", hidden_dim)
-    probability("dropout", dropout)
-    if key_dim is None and hidden_dim % positive_int("num_heads", num_heads):
-        raise ValueError(
-            f"hidden_dim={hidden_dim} is not divisible by num_heads={num_heads}; pass key_dim."
-        )
 
 
 def _checked_layer_heads(name, layer_heads, num_layers, num_heads):

@@ -7,7 +7,7 @@ from kbert.arguments import number, positive_int, positive_number
 from kbert.backend_utils import scale_loss_for_replicas
 from kbert.input_checks import positions
 from kbert.layers.activations import get_activation
-from kbert.layers.transformer_encoder import TransformerEncoder
+from kbert.layers.encoder_block import EncoderBlock
 from kbert.pretraining.bert_pretrainer import (
     MASKED_LM_INPUTS,
     masked_lm_head_for,
@@ -40,7 +40,7 @@ class ElectraPretrainer(Task):
     The generator is a narrow masked LM built here: the discriminator's own
     `TextEmbedding` layer (shared), a Dense projection to the generator's
     width when it differs from the embedding output width, its own
-    `generator_num_layers` post-LN `TransformerEncoder` blocks, and a
+    `generator_num_layers` post-LN `EncoderBlock` blocks, and a
     `MaskedLMHead` tied to the shared token table (its transform projects to
     the table width E). At the masked positions it samples fakes by
     Gumbel-max from `logits / temperature` under stop-gradient
@@ -165,7 +165,7 @@ class ElectraPretrainer(Task):
                 name="generator_projection",
             )
         self.generator_layers = [
-            TransformerEncoder(
+            EncoderBlock(
                 num_heads=generator_num_heads,
                 intermediate_dim=generator_intermediate_dim,
                 dropout=discriminator.dropout,

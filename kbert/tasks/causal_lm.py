@@ -7,7 +7,8 @@ from kbert.backend_utils import scale_loss_for_replicas
 from kbert.generation.causal_lm_generator import CausalLMGenerator
 from kbert.training.objective_metrics import add_objective_metrics, track_objective
 from kbert.training.losses import weighted_cross_entropy
-from kbert.training.task import Task, cached_generator, require_keys
+from kbert.tasks.generating_task import GeneratingTask
+from kbert.training.task import require_keys
 
 INPUTS = ("token_ids", "padding_mask")
 
@@ -24,7 +25,7 @@ def next_token_weights(padding_mask):
 
 
 @keras.saving.register_keras_serializable(package="kbert")
-class CausalLM(Task):
+class CausalLM(GeneratingTask):
     """A decoder-only backbone with its next-token loss, and its generation entry point.
 
     Called on `{"token_ids", "padding_mask"}` it returns the backbone's
@@ -34,8 +35,9 @@ class CausalLM(Task):
     predictions whose input and target tokens are both real
     (`next_token_weights`; with `sample_weight`, each example's tokens weigh
     its weight), reported with the next-token accuracy as `clm_loss` and
-    `clm_accuracy`. `generate` continues left-padded prompts with
-    `kbert.generation.CausalLMGenerator`.
+    `clm_accuracy`. `generate` continues left-padded prompts (dicts with
+    `token_ids` and `padding_mask`) with `kbert.generation.CausalLMGenerator`
+    (see `GeneratingTask.generate`).
 
     Args:
         backbone: a `kbert.models.GPT2` (any backbone with its inputs, a
@@ -53,17 +55,12 @@ class CausalLM(Task):
     (1, 3)
     """
 
+    GENERATOR = CausalLMGenerator
+
     def __init__(self, backbone, **kwargs):
-        CausalLMGenerator.check_model(backbone)
-        super().__init__(dtype=backbone.dtype_policy, **kwargs)
-        self.backbone = backbone
-        self._generators = {}
+        super().__init__(backbone, **kwargs)
         add_objective_metrics(self, "clm")
         self.build()
-
-    def build(self, input_shape=None):
-        """Nothing to build: the backbone is built at construction, and the task adds no layer."""
-        self.built = True
 
     def call(self, inputs, training=None):
         require_keys(inputs, INPUTS, "inputs", "CausalLM")
@@ -85,23 +82,3 @@ class CausalLM(Task):
         loss = weighted_cross_entropy(targets, logits, weights)
         track_objective(self, "clm", loss, targets, logits, weights)
         return scale_loss_for_replicas(loss)
-
-    def generate(self, inputs, max_new_tokens=64, strategy="greedy", **options):
-        """New ids `(batch, max_new_tokens)` (int32 NumPy) continuing the prompts.
-
-        Args:
-            inputs: dict with `token_ids` and `padding_mask`, `(batch, length)`,
-                padded on the left.
-            max_new_tokens: length of the generated buffer; after its end id
-                a row is padded.
-            strategy: `"greedy"`, `"sample"` or `"beam"`.
-            **options: the other arguments of `kbert.generation.CausalLMGenerator`
-                (`temperature`, `top_k`, `top_p`, `num_beams`, `seed`, ...).
-
-        One generator is kept per set of arguments, so that later calls reuse
-        its compiled loop (and a sampling generator's seed stream goes on).
-        """
-        generator = cached_generator(
-            self._generators, CausalLMGenerator, self.backbone, max_new_tokens, strategy, options
-        )
-        return generator(inputs)

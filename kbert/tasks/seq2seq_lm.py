@@ -6,11 +6,11 @@ from keras import ops
 from kbert.backend_utils import scale_loss_for_replicas
 from kbert.input_checks import ids
 from kbert.generation.seq2seq_generator import Seq2SeqGenerator
-from kbert.training.task import Task, cached_generator
+from kbert.tasks.generating_task import GeneratingTask
 
 
 @keras.saving.register_keras_serializable(package="kbert")
-class Seq2SeqLM(Task):
+class Seq2SeqLM(GeneratingTask):
     """An encoder-decoder backbone with its language-model loss, and its generation entry point.
 
     Called on the backbone's dict inputs (`encoder_token_ids`,
@@ -22,7 +22,9 @@ class Seq2SeqLM(Task):
     `kbert.pretraining.BartDenoising.dataset`); the loss is the
     mean token cross-entropy, in float32, over the targets that are not the
     backbone's `pad_id` (with `sample_weight`, each example's tokens weigh
-    its weight). `generate` decodes with `kbert.generation.Seq2SeqGenerator`.
+    its weight). `generate` decodes with `kbert.generation.Seq2SeqGenerator`
+    from dicts with `encoder_token_ids` and `encoder_padding_mask` (see
+    `GeneratingTask.generate`).
 
     Args:
         backbone: a `kbert.models.T5` or `kbert.models.BART` (any backbone
@@ -43,16 +45,11 @@ class Seq2SeqLM(Task):
     # What `kbert.input_checks` checks beside the backbone's inputs.
     TARGET_TABLE = {"target_ids": ids("backbone.vocabulary_size", ("batch", "decoder_sequence"))}
 
-    def __init__(self, backbone, **kwargs):
-        Seq2SeqGenerator.check_model(backbone)
-        super().__init__(dtype=backbone.dtype_policy, **kwargs)
-        self.backbone = backbone
-        self._generators = {}
-        self.build()
+    GENERATOR = Seq2SeqGenerator
 
-    def build(self, input_shape=None):
-        """Nothing to build: the backbone is built at construction, and the task adds no layer."""
-        self.built = True
+    def __init__(self, backbone, **kwargs):
+        super().__init__(backbone, **kwargs)
+        self.build()
 
     def call(self, inputs, training=None):
         return self.backbone(inputs, training=training)["logits"]
@@ -70,22 +67,3 @@ class Seq2SeqLM(Task):
             weights = weights * ops.cast(ops.reshape(sample_weight, (-1, 1)), "float32")
         loss = ops.sum(losses * weights) / ops.maximum(ops.sum(weights), 1.0)
         return scale_loss_for_replicas(loss)
-
-    def generate(self, inputs, max_new_tokens=64, strategy="greedy", **options):
-        """Target ids `(batch, max_new_tokens)` (int32 NumPy) for the encoder inputs.
-
-        Args:
-            inputs: dict with `encoder_token_ids` and `encoder_padding_mask`, `(batch, length)`.
-            max_new_tokens: length of the generated buffer; after its end id
-                a sequence is padded.
-            strategy: `"greedy"`, `"sample"` or `"beam"`.
-            **options: the other arguments of `kbert.generation.Seq2SeqGenerator`
-                (`temperature`, `top_k`, `top_p`, `num_beams`, `seed`, ...).
-
-        One generator is kept per set of arguments, so that later calls reuse
-        its compiled loop (and a sampling generator's seed stream goes on).
-        """
-        generator = cached_generator(
-            self._generators, Seq2SeqGenerator, self.backbone, max_new_tokens, strategy, options
-        )
-        return generator(inputs)

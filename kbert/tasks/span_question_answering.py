@@ -68,10 +68,8 @@ class SpanQuestionAnswering(Task):
     Args:
         backbone: a kbert encoder (dict inputs, `sequence_output`); its
             pooler is unused (build it with `use_pooler=False`).
-        features: what the head reads: `"sequence_output"` (fine-tune the
-            whole encoder), or a frozen encoder's `"scalar_mix"`,
-            `"scalar_mix_layer_norm"` or `"last_four"` (see
-            `kbert.tasks.encoder_features.EncoderFeatures`).
+        features: what the head reads, one of `kbert.tasks.encoder_features.FEATURES`
+            (`"sequence_output"` fine-tunes the whole encoder; see `EncoderFeatures`).
 
     Call arguments:
         inputs: dict with `token_ids` and `padding_mask` `(batch, sequence)`,

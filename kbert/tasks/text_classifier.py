@@ -64,10 +64,8 @@ class TextClassifier(Task):
         dropout: rate of the head's dropout.
         hidden_activation: the activation of a hidden `Dense(H)` layer on the
             first token, or `None` for no hidden layer (see above).
-        features: what the head reads: `"sequence_output"` (fine-tune the
-            whole encoder), or a frozen encoder's `"scalar_mix"`,
-            `"scalar_mix_layer_norm"` or `"last_four"` (see
-            `kbert.tasks.encoder_features.EncoderFeatures`).
+        features: what the head reads, one of `kbert.tasks.encoder_features.FEATURES`
+            (`"sequence_output"` fine-tunes the whole encoder; see `EncoderFeatures`).
 
     Call arguments:
         inputs: dict with `token_ids` and `padding_mask` `(batch, sequence)`,

@@ -32,10 +32,8 @@ class TokenClassifier(Task):
             pooler is unused (build it with `use_pooler=False`).
         num_labels: tags (e.g. 9 for CoNLL-2003's IOB2 tags).
         dropout: rate of the head's dropout.
-        features: what the head reads: `"sequence_output"` (fine-tune the
-            whole encoder), or a frozen encoder's `"scalar_mix"`,
-            `"scalar_mix_layer_norm"` or `"last_four"` (see
-            `kbert.tasks.encoder_features.EncoderFeatures`).
+        features: what the head reads, one of `kbert.tasks.encoder_features.FEATURES`
+            (`"sequence_output"` fine-tunes the whole encoder; see `EncoderFeatures`).
 
     Call arguments:
         inputs: dict with `token_ids` and `padding_mask` `(batch, sequence)`,

@@ -8,7 +8,7 @@ import keras
 from keras import ops
 
 from kbert.input_checks import InputChecks, check_inputs
-from kbert.serialization import attribute_config, deserialize_arguments
+from kbert.serialization import constructor_config, deserialize_arguments
 
 
 class Task(InputChecks, keras.Model):
@@ -48,9 +48,7 @@ class Task(InputChecks, keras.Model):
         return super().__call__(inputs, *args, **kwargs)
 
     def get_config(self):
-        config = {"name": self.name, "trainable": self.trainable}
-        config.update(attribute_config(self, skip=("name",)))
-        return config
+        return constructor_config(self)
 
     @classmethod
     def from_config(cls, config):
@@ -93,17 +91,3 @@ def backbone_inputs(backbone, inputs):
     if isinstance(inputs, dict) and inputs.get("head_mask") is not None:
         selected["head_mask"] = inputs["head_mask"]
     return selected
-
-
-def cached_generator(generators, generator_class, backbone, max_new_tokens, strategy, options):
-    """The `generator_class` for these arguments, from (or added to) the dict `generators`.
-
-    A task keeps one generator per set of arguments, so that later calls reuse
-    its compiled loop (and a sampling generator's seed stream goes on).
-    """
-    key = (max_new_tokens, strategy, tuple(sorted(options.items())))
-    if key not in generators:
-        generators[key] = generator_class(
-            backbone, max_new_tokens=max_new_tokens, strategy=strategy, **options
-        )
-    return generators[key]

@@ -29,9 +29,9 @@ from kbert.layers import (
     CachedMultiHeadAttention,
     LongformerAttention,
     MultiHeadAttention,
-    T5EncoderBlock,
-    TransformerDecoder,
-    TransformerEncoder,
+    T5Block,
+    CrossAttentionDecoderBlock,
+    EncoderBlock,
 )
 
 BATCH, HIDDEN, HEADS, KEY_DIM = 2, 8, 2, 4
@@ -155,17 +155,17 @@ def test_cached_attention_with_a_bias_and_with_a_cache():
 def test_blocks_pass_their_head_masks_on():
     rng = np.random.default_rng(3)
     x, memory = random_floats(rng, (BATCH, 5, HIDDEN)), random_floats(rng, (BATCH, 6, HIDDEN))
-    encoder_block = TransformerEncoder(HEADS, 16, dropout=0.0)
+    encoder_block = EncoderBlock(HEADS, 16, dropout=0.0)
     encoder_block(x)  # builds it
     expected = scaled_reference(lambda: encoder_block(x), [encoder_block.attention_layer], PER_SEQUENCE)
     np.testing.assert_allclose(to_numpy(encoder_block(x, head_mask=PER_SEQUENCE)), expected,
                                atol=TOLERANCE, rtol=0)
-    t5_block = T5EncoderBlock(HEADS, 16, dropout=0.0)
+    t5_block = T5Block(HEADS, 16, dropout=0.0)
     t5_block(x)
     expected = scaled_reference(lambda: t5_block(x), [t5_block.self_attention], PER_SEQUENCE)
     np.testing.assert_allclose(to_numpy(t5_block(x, head_mask=PER_SEQUENCE)), expected,
                                atol=TOLERANCE, rtol=0)
-    decoder = TransformerDecoder(HEADS, 16, dropout=0.0)
+    decoder = CrossAttentionDecoderBlock(HEADS, 16, dropout=0.0)
     decoder(x, encoder_outputs=memory)
     for masks, attentions in (
         ({"head_mask": PER_SEQUENCE}, [decoder.self_attention]),

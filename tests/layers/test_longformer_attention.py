@@ -290,7 +290,7 @@ def test_global_projections_are_built_and_named():
     layer = make_layer()
     layer.build((1, LENGTH, HIDDEN))
     names = sorted(v.path.split("/")[-2] for v in layer.weights)
-    assert names.count("query_global") == 2 and names.count("value_global") == 2
+    assert names.count("query_global_dense") == 2 and names.count("value_global_dense") == 2
     assert layer.count_params() == 7 * (HIDDEN * HIDDEN + HIDDEN)
 
 

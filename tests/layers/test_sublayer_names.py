@@ -1,4 +1,9 @@
-"""kbert.layers.sublayer_names: the names other packages read off the layers still resolve.
+"""The sublayer names other packages read off the layers still resolve.
+
+A sublayer's attribute name is its Keras name, so one name serves both the
+converters (attribute paths, `attention_layer.query_dense`) and the variable
+paths that `kbert.distribute` and `to_long_context` match
+(`transformer_layer_0/attention_layer/query_dense/kernel`).
 
 Tiny models of every family are built the way the converters build them; the
 test then checks, naming the culprit, that
@@ -19,7 +24,6 @@ import pytest
 import kbert.checkpoints  # noqa: F401  (registers the converters)
 from kbert import distribute
 from kbert.checkpoints.registry import converter_for, supported_model_types
-from kbert.layers import sublayer_names as names
 from kbert.models.long_context import to_long_context
 
 _BERT = dict(
@@ -105,14 +109,14 @@ def _at(owner, path):
 
 def _attention_entries(path, attention, bias):
     """`(sublayer path, variable name, layout)` of an attention layer's split variables."""
-    global_ = (names.QUERY_GLOBAL_DENSE, names.KEY_GLOBAL_DENSE, names.VALUE_GLOBAL_DENSE)
-    projections = [names.QUERY_DENSE, names.KEY_DENSE, names.VALUE_DENSE]
+    global_ = ("query_global_dense", "key_global_dense", "value_global_dense")
+    projections = ["query_dense", "key_dense", "value_dense"]
     entries = []
     for projection in projections + [name for name in global_ if hasattr(attention, name)]:
         entries.append((f"{path}.{projection}", "kernel", COLUMNS))
         if bias:
             entries.append((f"{path}.{projection}", "bias", VECTOR))
-    return entries + [(f"{path}.{names.OUTPUT_DENSE}", "kernel", ROWS)]
+    return entries + [(f"{path}.output_dense", "kernel", ROWS)]
 
 
 def _block_entries(block, attentions, bias):
@@ -120,25 +124,25 @@ def _block_entries(block, attentions, bias):
     entries = []
     for attention in attentions:
         entries += _attention_entries(attention, _at(block, attention), bias)
-    entries.append((names.INTERMEDIATE_DENSE, "kernel", COLUMNS))
+    entries.append(("intermediate_dense", "kernel", COLUMNS))
     if bias:
-        entries.append((names.INTERMEDIATE_DENSE, "bias", VECTOR))
-    if getattr(block, names.GATE_DENSE, None) is not None:
-        entries.append((names.GATE_DENSE, "kernel", COLUMNS))
-    return entries + [(names.OUTPUT_DENSE, "kernel", ROWS)]
+        entries.append(("intermediate_dense", "bias", VECTOR))
+    if getattr(block, "gate_dense", None) is not None:
+        entries.append(("gate_dense", "kernel", COLUMNS))
+    return entries + [("output_dense", "kernel", ROWS)]
 
 
 def expected_layouts(model):
     """`{variable path: (attribute path, layout)}` of the variables that should be split,
     found by attribute (every other variable is replicated)."""
-    if hasattr(model, names.TRANSFORMER_LAYERS):  # an Encoder
-        top = [(f"{names.EMBEDDINGS}.{names.TOKEN_EMBEDDING}", "embeddings", COLUMNS)]
-        stacks = [(names.TRANSFORMER_LAYERS, [names.ATTENTION_LAYER], True)]
+    if hasattr(model, "transformer_layers"):  # an Encoder
+        top = [("embeddings.token_embedding", "embeddings", COLUMNS)]
+        stacks = [("transformer_layers", ["attention_layer"], True)]
     else:  # a T5
-        top = [(names.TOKEN_EMBEDDING, "embeddings", COLUMNS), (names.LM_HEAD, "kernel", ROWS)]
+        top = [("token_embedding", "embeddings", COLUMNS), ("lm_head", "kernel", ROWS)]
         stacks = [
-            (names.ENCODER_LAYERS, [names.SELF_ATTENTION], False),
-            (names.DECODER_LAYERS, [names.SELF_ATTENTION, names.CROSS_ATTENTION], False),
+            ("encoder_layers", ["self_attention"], False),
+            ("decoder_layers", ["self_attention", "cross_attention"], False),
         ]
     owned = [(model, "", entry) for entry in top]
     for stack, attentions, bias in stacks:
@@ -187,17 +191,29 @@ def test_long_context_starts_each_global_projection_from_the_local_one():
     short = build("roberta")
     long = to_long_context(short, max_length=60, attention_kwargs={"window": 2})
     pairs = (
-        (names.QUERY_GLOBAL_DENSE, names.QUERY_DENSE),
-        (names.KEY_GLOBAL_DENSE, names.KEY_DENSE),
-        (names.VALUE_GLOBAL_DENSE, names.VALUE_DENSE),
+        ("query_global_dense", "query_dense"),
+        ("key_global_dense", "key_dense"),
+        ("value_global_dense", "value_dense"),
     )
-    blocks = zip(_at(short, names.TRANSFORMER_LAYERS), _at(long, names.TRANSFORMER_LAYERS))
+    blocks = zip(_at(short, "transformer_layers"), _at(long, "transformer_layers"))
     for short_block, long_block in blocks:
         for global_, local in pairs:
-            copied = _at(long_block, f"{names.ATTENTION_LAYER}.{global_}").kernel
-            original = _at(short_block, f"{names.ATTENTION_LAYER}.{local}").kernel
+            copied = _at(long_block, f"attention_layer.{global_}").kernel
+            original = _at(short_block, f"attention_layer.{local}").kernel
             np.testing.assert_array_equal(
                 keras.ops.convert_to_numpy(copied),
                 keras.ops.convert_to_numpy(original),
                 err_msg=f"{copied.path} is not a copy of {original.path}",
             )
+
+
+@pytest.mark.parametrize("model_type", sorted(TINY_CONFIGS))
+def test_every_sublayer_with_weights_is_named_after_its_attribute(model_type):
+    backbone = build(model_type)
+    wrong = []
+    for owner in [backbone, *backbone._flatten_layers(include_self=False)]:
+        for attribute, sublayer in vars(owner).items():
+            named = isinstance(sublayer, keras.layers.Layer) and not attribute.startswith("_")
+            if named and sublayer.weights and sublayer.name != attribute:
+                wrong.append(f"{owner.name}.{attribute} is named {sublayer.name!r}")
+    assert not wrong, f"{model_type}: " + "; ".join(wrong)

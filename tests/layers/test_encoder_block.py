@@ -19,7 +19,7 @@ from helpers import (
 )
 from keras import ops
 
-from kbert.layers import LongformerAttention, MultiHeadAttention, TransformerEncoder
+from kbert.layers import LongformerAttention, MultiHeadAttention, EncoderBlock
 
 BATCH, LENGTH, HIDDEN, HEADS, INTERMEDIATE = 2, 8, 16, 2, 32
 LENGTHS = [LENGTH, 5]
@@ -63,7 +63,7 @@ def make_inputs(with_attention_mask=False):
 
 def post_ln_case():
     return LayerCase(
-        make_layer=lambda: TransformerEncoder(HEADS, INTERMEDIATE),
+        make_layer=lambda: EncoderBlock(HEADS, INTERMEDIATE),
         inputs=make_inputs(),
         expected_shape=(BATCH, LENGTH, HIDDEN),
     )
@@ -71,7 +71,7 @@ def post_ln_case():
 
 def pre_ln_case():
     return LayerCase(
-        make_layer=lambda: TransformerEncoder(HEADS, INTERMEDIATE, normalize_first=True),
+        make_layer=lambda: EncoderBlock(HEADS, INTERMEDIATE, normalize_first=True),
         inputs=make_inputs(with_attention_mask=True),
         expected_shape=(BATCH, LENGTH, HIDDEN),
     )
@@ -79,7 +79,7 @@ def pre_ln_case():
 
 def custom_attention_case():
     return LayerCase(
-        make_layer=lambda: TransformerEncoder(
+        make_layer=lambda: EncoderBlock(
             HEADS,
             INTERMEDIATE,
             attention_layer=WindowAttention(WINDOW, num_heads=4, key_dim=4, name="attention"),
@@ -145,7 +145,7 @@ def test_matches_numpy_reference(case_name):
     [("gelu_approximate", np_gelu_tanh), ("relu", lambda h: np.maximum(h, 0.0))],
 )
 def test_other_activations_match_numpy(activation, reference):
-    layer = TransformerEncoder(HEADS, INTERMEDIATE, activation=activation)
+    layer = EncoderBlock(HEADS, INTERMEDIATE, activation=activation)
     inputs = make_inputs()
     outputs = to_numpy(layer(inputs["inputs"], padding_mask=inputs["padding_mask"]))
     mask = np_attention_mask(BATCH, LENGTH, LENGTH, inputs["padding_mask"])
@@ -154,7 +154,7 @@ def test_other_activations_match_numpy(activation, reference):
 
 
 def test_default_layer_norm_epsilon_is_bert_value():
-    layer = TransformerEncoder(HEADS, INTERMEDIATE)
+    layer = EncoderBlock(HEADS, INTERMEDIATE)
     layer.build((BATCH, LENGTH, HIDDEN))
     assert layer.attention_layer_norm.epsilon == 1e-12
     assert layer.output_layer_norm.epsilon == 1e-12
@@ -163,7 +163,7 @@ def test_default_layer_norm_epsilon_is_bert_value():
 @pytest.mark.parametrize("normalize_first", [False, True])
 def test_padded_positions_never_influence_real_positions(normalize_first):
     rng = np.random.default_rng(3)
-    layer = TransformerEncoder(HEADS, INTERMEDIATE, normalize_first=normalize_first)
+    layer = EncoderBlock(HEADS, INTERMEDIATE, normalize_first=normalize_first)
     inputs = make_inputs()
     x, mask = inputs["inputs"], inputs["padding_mask"]
     changed = x.copy()
@@ -175,7 +175,7 @@ def test_padded_positions_never_influence_real_positions(normalize_first):
 
 
 def test_dropout_only_in_training():
-    layer = TransformerEncoder(HEADS, INTERMEDIATE, dropout=0.5)
+    layer = EncoderBlock(HEADS, INTERMEDIATE, dropout=0.5)
     inputs = make_inputs()
     inference = to_numpy(layer(inputs["inputs"], padding_mask=inputs["padding_mask"]))
     again = to_numpy(layer(inputs["inputs"], padding_mask=inputs["padding_mask"], training=False))
@@ -186,21 +186,21 @@ def test_dropout_only_in_training():
 
 
 def test_attention_dropout_defaults_to_dropout():
-    assert TransformerEncoder(HEADS, INTERMEDIATE, dropout=0.2).attention_dropout == 0.2
-    layer = TransformerEncoder(HEADS, INTERMEDIATE, dropout=0.2, attention_dropout=0.0)
+    assert EncoderBlock(HEADS, INTERMEDIATE, dropout=0.2).attention_dropout == 0.2
+    layer = EncoderBlock(HEADS, INTERMEDIATE, dropout=0.2, attention_dropout=0.0)
     layer.build((BATCH, LENGTH, HIDDEN))
     assert layer.attention_layer.dropout == 0.0
 
 
 def test_plugged_attention_layer_is_used_and_serialized():
     attention = WindowAttention(WINDOW, num_heads=4, key_dim=4, name="attention")
-    layer = TransformerEncoder(HEADS, INTERMEDIATE, attention_layer=attention)
+    layer = EncoderBlock(HEADS, INTERMEDIATE, attention_layer=attention)
     layer(make_inputs()["inputs"])
     assert layer.attention_layer is attention
     assert any(v is attention.query_dense.kernel for v in layer.weights)
     config = layer.get_config()
     assert config["attention_layer"]["registered_name"] == "kbert_tests>WindowAttention"
-    clone = TransformerEncoder.from_config(config)
+    clone = EncoderBlock.from_config(config)
     assert isinstance(clone.attention_layer, WindowAttention)
     assert clone.attention_layer.window == WINDOW
 
@@ -208,7 +208,7 @@ def test_plugged_attention_layer_is_used_and_serialized():
 def test_global_attention_mask_reaches_an_attention_with_global_tokens():
     attention = LongformerAttention(num_heads=HEADS, key_dim=HIDDEN // HEADS, window=2, name="attention")
     assert attention.takes_global_attention_mask and not MultiHeadAttention.takes_global_attention_mask
-    layer = TransformerEncoder(HEADS, INTERMEDIATE, dropout=0.0, attention_layer=attention)
+    layer = EncoderBlock(HEADS, INTERMEDIATE, dropout=0.0, attention_layer=attention)
     inputs = make_inputs()
     x, mask = ops.convert_to_tensor(inputs["inputs"]), inputs["padding_mask"]
     global_mask = np.zeros((BATCH, LENGTH), "int32")
@@ -223,28 +223,28 @@ def test_global_attention_mask_reaches_an_attention_with_global_tokens():
 
 
 def test_unbuilt_default_layer_config_round_trip():
-    layer = TransformerEncoder(HEADS, INTERMEDIATE, activation="gelu_approximate", normalize_first=True)
+    layer = EncoderBlock(HEADS, INTERMEDIATE, activation="gelu_approximate", normalize_first=True)
     config = layer.get_config()
     assert config["attention_layer"] is None
-    clone = TransformerEncoder.from_config(config)
+    clone = EncoderBlock.from_config(config)
     assert clone.get_config() == config
 
 
 def test_wrong_rank_raises():
     with pytest.raises(
         ValueError,
-        match=r"TransformerEncoder expects inputs of shape \(batch, sequence, hidden\); received shape \(2, 16\)",
+        match=r"EncoderBlock expects inputs of shape \(batch, sequence, hidden\); received shape \(2, 16\)",
     ):
-        TransformerEncoder(HEADS, INTERMEDIATE)(np.zeros((BATCH, HIDDEN), "float32"))
+        EncoderBlock(HEADS, INTERMEDIATE)(np.zeros((BATCH, HIDDEN), "float32"))
 
 
 def test_hidden_not_divisible_by_heads_raises():
     with pytest.raises(ValueError, match=r"hidden size 16 is not divisible by num_heads=3"):
-        TransformerEncoder(3, INTERMEDIATE)(np.zeros((BATCH, LENGTH, HIDDEN), "float32"))
+        EncoderBlock(3, INTERMEDIATE)(np.zeros((BATCH, LENGTH, HIDDEN), "float32"))
 
 
 def test_masks_of_wrong_rank_raise():
-    layer = TransformerEncoder(HEADS, INTERMEDIATE)
+    layer = EncoderBlock(HEADS, INTERMEDIATE)
     x = np.zeros((BATCH, LENGTH, HIDDEN), "float32")
     with pytest.raises(
         ValueError, match=r"padding_mask must have shape \(batch, sequence\); received shape \(2, 8, 8\)"
@@ -254,3 +254,18 @@ def test_masks_of_wrong_rank_raise():
         ValueError, match=r"attention_mask must have shape \(batch, query, key\); received shape \(2, 8\)"
     ):
         layer(x, attention_mask=np.ones((BATCH, LENGTH), "int32"))
+
+
+@pytest.mark.parametrize(
+    "old_name, new_class",
+    [("TransformerEncoder", "EncoderBlock"), ("T5EncoderBlock", "T5Block"),
+     ("TransformerDecoder", "CrossAttentionDecoderBlock")],
+)
+def test_blocks_saved_under_their_old_names_still_load(old_name, new_class):
+    import kbert.layers
+
+    block = getattr(kbert.layers, new_class)(HEADS, INTERMEDIATE)
+    serialized = keras.saving.serialize_keras_object(block)
+    serialized.update(class_name=old_name, registered_name=f"kbert>{old_name}")
+    loaded = keras.saving.deserialize_keras_object(serialized)
+    assert type(loaded) is type(block) and loaded.get_config() == block.get_config()

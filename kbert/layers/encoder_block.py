@@ -11,8 +11,12 @@ from kbert.layers.multi_head_attention import MultiHeadAttention, probabilities_
 
 
 @keras.saving.register_keras_serializable(package="kbert")
-class TransformerEncoder(DirectCall, keras.layers.Layer):
+class EncoderBlock(DirectCall, keras.layers.Layer):
     """One transformer encoder block: self-attention and a feed-forward network.
+
+    The block of the BERT family's `Encoder` and of BART's encoder stack;
+    `CausalDecoderBlock` (GPT-2's) is this block with a cached causal
+    self-attention.
 
     Post-LN (BERT, the default): `x = LN(x + Drop(Attn(x)))`, then
     `x = LN(x + Drop(W2·act(W1·x)))`. Pre-LN (`normalize_first=True`):
@@ -48,15 +52,11 @@ class TransformerEncoder(DirectCall, keras.layers.Layer):
         return_attention_probabilities: also return the attention layer's
             probabilities `(batch, heads, sequence, sequence)`, as
             `(outputs, probabilities)` (dense attention).
-        cache, cache_update_index, cache_write: a key/value cache for
-            incremental decoding, passed on to an attention layer that takes
-            one (`CachedMultiHeadAttention`); the call then returns
-            `(outputs, updated cache)`, and the masks cover the cache's positions.
         head_mask: optional `(heads,)` or `(batch, heads)` factors on each
             attention head's output (see `MultiHeadAttention`).
 
     Example:
-    >>> block = TransformerEncoder(num_heads=2, intermediate_dim=32)
+    >>> block = EncoderBlock(num_heads=2, intermediate_dim=32)
     >>> tuple(block(keras.ops.ones((2, 6, 16))).shape)
     (2, 6, 16)
     """
@@ -102,10 +102,22 @@ class TransformerEncoder(DirectCall, keras.layers.Layer):
             epsilon=self.layer_norm_epsilon, dtype=self.dtype_policy, name=name
         )
 
+    def _default_attention_layer(self, key_dim, attention_class=MultiHeadAttention, **arguments):
+        """The attention layer built when none is passed in: `attention_class` with `arguments`."""
+        return attention_class(
+            num_heads=self.num_heads,
+            key_dim=key_dim,
+            dropout=self.attention_dropout,
+            kernel_initializer=self._initializer(),
+            dtype=self.dtype_policy,
+            name="attention_layer",
+            **arguments,
+        )
+
     def build(self, inputs_shape):
         if len(inputs_shape) != 3:
             raise ValueError(
-                "TransformerEncoder expects inputs of shape (batch, sequence, "
+                f"{type(self).__name__} expects inputs of shape (batch, sequence, "
                 f"hidden); received shape {tuple(inputs_shape)}."
             )
         hidden_dim = inputs_shape[-1]
@@ -114,14 +126,7 @@ class TransformerEncoder(DirectCall, keras.layers.Layer):
                 raise ValueError(
                     f"hidden size {hidden_dim} is not divisible by num_heads={self.num_heads}."
                 )
-            self.attention_layer = MultiHeadAttention(
-                num_heads=self.num_heads,
-                key_dim=hidden_dim // self.num_heads,
-                dropout=self.attention_dropout,
-                kernel_initializer=self._initializer(),
-                dtype=self.dtype_policy,
-                name="attention",
-            )
+            self.attention_layer = self._default_attention_layer(hidden_dim // self.num_heads)
         if not self.attention_layer.built:
             # A layer passed in (or deserialized from a config) may be built already.
             self.attention_layer.build(inputs_shape)
@@ -133,14 +138,14 @@ class TransformerEncoder(DirectCall, keras.layers.Layer):
             activation=get_activation(self.activation),
             kernel_initializer=self._initializer(),
             dtype=self.dtype_policy,
-            name="intermediate",
+            name="intermediate_dense",
         )
         self.intermediate_dense.build(inputs_shape)
         self.output_dense = FusedDense(
             hidden_dim,
             kernel_initializer=clone_initializer(self.output_kernel_initializer),
             dtype=self.dtype_policy,
-            name="output",
+            name="output_dense",
         )
         self.output_dense.build(tuple(inputs_shape[:-1]) + (self.intermediate_dim,))
         self.output_layer_norm = self._layer_norm("output_layer_norm")
@@ -156,38 +161,40 @@ class TransformerEncoder(DirectCall, keras.layers.Layer):
         training=None,
         global_attention_mask=None,
         return_attention_probabilities=False,
-        cache=None,
-        cache_update_index=None,
-        cache_write="functional",
         head_mask=None,
     ):
-        x = inputs
-        residual = x
-        if self.normalize_first:
-            x = self.attention_layer_norm(x)
         # Passed through only when given: only attention layers with global
         # tokens (`takes_global_attention_mask`) take a global mask, and an
         # attention layer of one's own need not take a head mask.
         optional = {}
         if global_attention_mask is not None:
             optional["global_attention_mask"] = global_attention_mask
+        x, probabilities = self._forward(
+            inputs, padding_mask, attention_mask, training, return_attention_probabilities,
+            head_mask, **optional,
+        )
+        return (x, probabilities) if return_attention_probabilities else x
+
+    def _forward(self, inputs, padding_mask, attention_mask, training,
+                 return_probabilities=False, head_mask=None, **attention_arguments):
+        """`(outputs, second)`: the block on `inputs`, and the attention layer's second
+        output (probabilities, an updated cache) or None."""
         if head_mask is not None:
-            optional["head_mask"] = head_mask
-        if return_attention_probabilities:
-            optional["return_probabilities"] = True
-        if cache is not None:
-            optional.update(
-                cache=cache, cache_update_index=cache_update_index, cache_write=cache_write
-            )
+            attention_arguments["head_mask"] = head_mask
+        if return_probabilities:
+            attention_arguments["return_probabilities"] = True
+        residual = inputs
+        x = self.attention_layer_norm(inputs) if self.normalize_first else inputs
         x = self.attention_layer(
             x,
             padding_mask=padding_mask,
             attention_mask=attention_mask,
             training=training,
-            **optional,
+            **attention_arguments,
         )
-        if return_attention_probabilities or cache is not None:
-            x, second = x  # the probabilities, or the updated cache
+        second = None
+        if isinstance(x, (tuple, list)):
+            x, second = x
         x = residual + apply_dropout(self.attention_output_dropout, x, training)
         if not self.normalize_first:
             x = self.attention_layer_norm(x)
@@ -199,16 +206,13 @@ class TransformerEncoder(DirectCall, keras.layers.Layer):
         x = residual + apply_dropout(self.output_dropout, x, training)
         if not self.normalize_first:
             x = self.output_layer_norm(x)
-        return (x, second) if return_attention_probabilities or cache is not None else x
+        return x, second
 
     def compute_output_shape(self, inputs_shape, *args, **kwargs):
         return tuple(inputs_shape)
 
-    def compute_output_spec(self, inputs, *args, return_attention_probabilities=False, cache=None,
-                            **kwargs):
+    def compute_output_spec(self, inputs, *args, return_attention_probabilities=False, **kwargs):
         output = keras.KerasTensor(inputs.shape, self.compute_dtype)
-        if cache is not None:
-            return output, keras.KerasTensor(cache.shape, cache.dtype)
         if not return_attention_probabilities:
             return output
         return output, probabilities_spec(inputs, inputs, self.attention_layer.num_heads, self.compute_dtype)
@@ -232,3 +236,7 @@ class TransformerEncoder(DirectCall, keras.layers.Layer):
             }
         )
         return config
+
+
+# `.keras` files written before the block was named by its role call it TransformerEncoder.
+keras.saving.get_custom_objects()["kbert>TransformerEncoder"] = EncoderBlock

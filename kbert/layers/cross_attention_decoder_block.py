@@ -4,19 +4,19 @@ from keras import ops
 from kbert.arguments import positive_int
 from kbert.layers.attention_mask import causal_mask
 from kbert.layers.multi_head_attention import probabilities_spec
-from kbert.layers.t5_encoder_block import T5EncoderBlock
+from kbert.layers.t5_block import T5Block
 
 
 @keras.saving.register_keras_serializable(package="kbert")
-class TransformerDecoder(T5EncoderBlock):
-    """T5's decoder block: causal self-attention, cross-attention, feed-forward.
+class CrossAttentionDecoderBlock(T5Block):
+    """The decoder block of T5 and BART: causal self-attention, cross-attention, feed-forward.
 
-    `T5EncoderBlock` (pre-norm with RMS normalization, no biases, unscaled
+    `T5Block` (pre-norm with RMS normalization, no biases, unscaled
     scores, T5's initialisation; docs/algorithms.md §8) with the self-attention
     made causal and, between it and the feed-forward network,
     `x = x + Drop(CrossAttn(RMS(x), encoder_outputs))`. The relative position
     bias goes to self-attention only; cross-attention gets none. With
-    `T5EncoderBlock`'s switches it is BART's post-LayerNorm decoder block.
+    `T5Block`'s switches it is BART's post-LayerNorm decoder block.
 
     Incremental decoding: pass `self_attention_cache`
     `(batch, heads, 2, max_length, key_dim)` and `cache_update_index`; the
@@ -31,7 +31,7 @@ class TransformerDecoder(T5EncoderBlock):
         cross_attention_num_heads: the cross-attention's heads (of the
             self-attention's width); defaults to `num_heads` (fewer after
             `kbert.analysis.prune_heads`).
-        **kwargs: those of `T5EncoderBlock`.
+        **kwargs: those of `T5Block`.
 
     Call arguments:
         inputs: `(batch, length, width)`.
@@ -58,7 +58,7 @@ class TransformerDecoder(T5EncoderBlock):
         cross_attention_head_mask: the same for the cross-attention heads.
 
     Example:
-    >>> block = TransformerDecoder(num_heads=2, intermediate_dim=32)
+    >>> block = CrossAttentionDecoderBlock(num_heads=2, intermediate_dim=32)
     >>> x, memory = keras.ops.ones((2, 3, 16)), keras.ops.ones((2, 5, 16))
     >>> tuple(block(x, encoder_outputs=memory).shape)
     (2, 3, 16)
@@ -81,26 +81,14 @@ class TransformerDecoder(T5EncoderBlock):
             self.cross_attention_layer_norm = self._norm(width, "cross_attention_layer_norm")
             self.cross_attention_dropout = self._dropout()
 
-    def call(
-        self,
-        inputs,
-        encoder_outputs=None,
-        padding_mask=None,
-        encoder_padding_mask=None,
-        attention_bias=None,
-        self_attention_mask=None,
-        self_attention_cache=None,
-        cross_attention_cache=None,
-        cache_update_index=None,
-        cache_write="functional",
-        training=None,
-        return_attention_probabilities=False,
-        head_mask=None,
-        cross_attention_head_mask=None,
-    ):
+    def call(self, inputs, encoder_outputs=None, padding_mask=None, encoder_padding_mask=None,
+             attention_bias=None, self_attention_mask=None, self_attention_cache=None,
+             cross_attention_cache=None, cache_update_index=None, cache_write="functional",
+             training=None, return_attention_probabilities=False, head_mask=None,
+             cross_attention_head_mask=None):
         if self.use_cross_attention and encoder_outputs is None and cross_attention_cache is None:
             raise ValueError(
-                "This TransformerDecoder has cross-attention: pass encoder_outputs "
+                "This CrossAttentionDecoderBlock has cross-attention: pass encoder_outputs "
                 "(or a cross_attention_cache)."
             )
         if (self_attention_cache is None) != (cache_update_index is None):
@@ -195,3 +183,7 @@ class TransformerDecoder(T5EncoderBlock):
         config["use_cross_attention"] = self.use_cross_attention
         config["cross_attention_num_heads"] = self.cross_attention_num_heads
         return config
+
+
+# `.keras` files written before the block was named by its role call it TransformerDecoder.
+keras.saving.get_custom_objects()["kbert>TransformerDecoder"] = CrossAttentionDecoderBlock

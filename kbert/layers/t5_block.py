@@ -15,8 +15,11 @@ NORMALIZATIONS = ("rms", "layer")
 
 
 @keras.saving.register_keras_serializable(package="kbert")
-class T5EncoderBlock(DirectCall, keras.layers.Layer):
-    """T5's encoder block: bidirectional self-attention and a feed-forward network.
+class T5Block(DirectCall, keras.layers.Layer):
+    """T5's block: pre-RMS-norm bidirectional self-attention and a feed-forward network.
+
+    The block of T5's encoder stack, and the base of
+    `CrossAttentionDecoderBlock`, the decoder block of T5 and BART.
 
     Pre-norm with RMS normalization (docs/algorithms.md §8):
     `x = x + Drop(SelfAttn(RMS(x), bias))`, then `x = x + Drop(FFN(RMS(x)))`,
@@ -26,8 +29,8 @@ class T5EncoderBlock(DirectCall, keras.layers.Layer):
     relative position bias is computed once per stack (`RelativePositionBias`)
     and passed to every block as `attention_bias`.
 
-    `TransformerDecoder`, T5's decoder block, extends it with causal
-    self-attention, cross-attention to the encoder output and key/value caches.
+    `CrossAttentionDecoderBlock` extends it with causal self-attention,
+    cross-attention to the encoder output and key/value caches.
 
     Four switches turn the block into BART's (docs/algorithms.md §10): post-norm
     (`normalize_first=False`: `x = Norm(x + Drop(Sublayer(x)))`), LayerNorm
@@ -66,7 +69,7 @@ class T5EncoderBlock(DirectCall, keras.layers.Layer):
             self-attention head's output (see `MultiHeadAttention`).
 
     Example:
-    >>> block = T5EncoderBlock(num_heads=2, intermediate_dim=32)
+    >>> block = T5Block(num_heads=2, intermediate_dim=32)
     >>> tuple(block(keras.ops.ones((2, 3, 16))).shape)
     (2, 3, 16)
     """
@@ -186,12 +189,12 @@ class T5EncoderBlock(DirectCall, keras.layers.Layer):
     def _build_feed_forward(self, width):
         self.ffn_layer_norm = self._norm(width, "ffn_layer_norm")
         self.intermediate_dense = self._dense(
-            self.intermediate_dim, width, "intermediate", activation=get_activation(self.activation)
+            self.intermediate_dim, width, "intermediate_dense", activation=get_activation(self.activation)
         )
         if self.use_gated_activation:
-            self.gate_dense = self._dense(self.intermediate_dim, width, "gate")
+            self.gate_dense = self._dense(self.intermediate_dim, width, "gate_dense")
         self.intermediate_dropout = self._dropout()
-        self.output_dense = self._dense(width, self.intermediate_dim, "output")
+        self.output_dense = self._dense(width, self.intermediate_dim, "output_dense")
         self.ffn_dropout = self._dropout()
 
     # --- Forward ----------------------------------------------------------------
@@ -273,3 +276,7 @@ class T5EncoderBlock(DirectCall, keras.layers.Layer):
             }
         )
         return config
+
+
+# `.keras` files written before the block was named by its role call it T5EncoderBlock.
+keras.saving.get_custom_objects()["kbert>T5EncoderBlock"] = T5Block

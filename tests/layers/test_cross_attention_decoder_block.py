@@ -11,7 +11,7 @@ from helpers import (
     to_numpy,
 )
 
-from kbert.layers import TransformerDecoder
+from kbert.layers import CrossAttentionDecoderBlock
 from kbert.layers.cached_multi_head_attention import CACHE_WRITES
 
 BATCH, LENGTH, SOURCE, WIDTH, HEADS, FF = 2, 5, 7, 12, 3, 10
@@ -33,7 +33,7 @@ def decoder_case(gated=False, style=None):
     rng = np.random.default_rng(0)
     style = style or {"activation": "gelu_approximate" if gated else "relu"}
     return LayerCase(
-        make_layer=lambda: TransformerDecoder(
+        make_layer=lambda: CrossAttentionDecoderBlock(
             HEADS, FF, dropout=0.1, use_gated_activation=gated, **style
         ),
         inputs={
@@ -50,7 +50,7 @@ def decoder_case(gated=False, style=None):
 def decoder_only_case():
     rng = np.random.default_rng(0)
     return LayerCase(
-        make_layer=lambda: TransformerDecoder(HEADS, FF, use_cross_attention=False),
+        make_layer=lambda: CrossAttentionDecoderBlock(HEADS, FF, use_cross_attention=False),
         inputs={
             "inputs": random_floats(rng, (BATCH, LENGTH, WIDTH)),
             "padding_mask": padding_mask([LENGTH, 3], LENGTH),
@@ -159,24 +159,24 @@ def test_cached_steps_equal_full_call(cache_write, style):
 
 
 def test_errors():
-    layer = TransformerDecoder(HEADS, FF)
+    layer = CrossAttentionDecoderBlock(HEADS, FF)
     x = np.ones((1, 2, WIDTH), "float32")
     with pytest.raises(ValueError, match="pass encoder_outputs"):
         layer(x)
     with pytest.raises(ValueError, match="together"):
         layer(x, encoder_outputs=x, self_attention_cache=np.zeros((1, HEADS, 2, 2, 4), "float32"))
     with pytest.raises(ValueError, match="not divisible"):
-        TransformerDecoder(5, FF).build((1, 2, WIDTH))
+        CrossAttentionDecoderBlock(5, FF).build((1, 2, WIDTH))
     with pytest.raises(ValueError, match="expects inputs of shape"):
-        TransformerDecoder(HEADS, FF).build((2, WIDTH))
+        CrossAttentionDecoderBlock(HEADS, FF).build((2, WIDTH))
     with pytest.raises(ValueError, match="normalization must be one of"):
-        TransformerDecoder(HEADS, FF, normalization="batch")
+        CrossAttentionDecoderBlock(HEADS, FF, normalization="batch")
     with pytest.raises(ValueError, match="attention_scale"):
-        TransformerDecoder(HEADS, FF, attention_scale=0.0)
+        CrossAttentionDecoderBlock(HEADS, FF, attention_scale=0.0)
 
 
 def test_attention_probabilities_symbolic_and_eager_agree():
-    block = TransformerDecoder(num_heads=2, intermediate_dim=8)
+    block = CrossAttentionDecoderBlock(num_heads=2, intermediate_dim=8)
     x = np.random.default_rng(0).normal(size=(2, 5, 8)).astype("float32")
     memory = np.ones((2, 7, 8), "float32")
     eager = block(x, encoder_outputs=memory, return_attention_probabilities=True)

@@ -11,7 +11,7 @@ from helpers import (
     to_numpy,
 )
 
-from kbert.layers import T5EncoderBlock
+from kbert.layers import T5Block
 
 BATCH, LENGTH, WIDTH, HEADS, FF = 2, 5, 12, 3, 10
 
@@ -19,7 +19,7 @@ BATCH, LENGTH, WIDTH, HEADS, FF = 2, 5, 12, 3, 10
 def encoder_case(**options):
     rng = np.random.default_rng(0)
     return LayerCase(
-        make_layer=lambda: T5EncoderBlock(HEADS, FF, dropout=0.1, **options),
+        make_layer=lambda: T5Block(HEADS, FF, dropout=0.1, **options),
         inputs={
             "inputs": random_floats(rng, (BATCH, LENGTH, WIDTH)),
             "padding_mask": padding_mask([LENGTH, 3], LENGTH),
@@ -58,7 +58,7 @@ def test_attends_both_ways():
 
 def test_t5_initialisation_stds():
     keras.utils.set_random_seed(0)
-    layer = T5EncoderBlock(4, 256, key_dim=32, initializer_factor=1.0)
+    layer = T5Block(4, 256, key_dim=32, initializer_factor=1.0)
     layer.build((None, None, 64))
     std = lambda v: float(np.std(to_numpy(v)))  # noqa: E731
     attention = layer.self_attention
@@ -71,6 +71,6 @@ def test_t5_initialisation_stds():
 
 def test_errors():
     with pytest.raises(ValueError, match="not divisible"):
-        T5EncoderBlock(5, FF).build((1, 2, WIDTH))
-    with pytest.raises(ValueError, match="T5EncoderBlock expects inputs of shape"):
-        T5EncoderBlock(HEADS, FF).build((2, WIDTH))
+        T5Block(5, FF).build((1, 2, WIDTH))
+    with pytest.raises(ValueError, match="T5Block expects inputs of shape"):
+        T5Block(HEADS, FF).build((2, WIDTH))

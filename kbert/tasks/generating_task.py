@@ -1,0 +1,48 @@
+"""The base of the tasks that generate text: one cached generator per set of arguments."""
+
+from kbert.training.task import Task
+
+
+class GeneratingTask(Task):
+    """A task whose backbone generates text, through the `kbert.generation` class `GENERATOR`.
+
+    Subclasses set `GENERATOR`; the backbone is checked against it
+    (`GENERATOR.check_model`) at construction. `generate` keeps one
+    generator per set of arguments, so that later calls reuse its compiled
+    loop (and a sampling generator's seed stream goes on).
+
+    Example:
+    >>> from kbert.tasks import CausalLM, Seq2SeqLM
+    >>> [task.GENERATOR.__name__ for task in (CausalLM, Seq2SeqLM)]
+    ['CausalLMGenerator', 'Seq2SeqGenerator']
+    """
+
+    GENERATOR = None
+
+    def __init__(self, backbone, **kwargs):
+        self.GENERATOR.check_model(backbone)
+        super().__init__(dtype=backbone.dtype_policy, **kwargs)
+        self.backbone = backbone
+        self._generators = {}
+
+    def build(self, input_shape=None):
+        """Nothing to build: the backbone is built at construction, and the task adds no layer."""
+        self.built = True
+
+    def generate(self, inputs, max_new_tokens=64, strategy="greedy", **options):
+        """Generated ids `(batch, max_new_tokens)` (int32 NumPy) for the prompts in `inputs`.
+
+        Args:
+            inputs: the dict the subclass describes (the prompts, or the encoder inputs).
+            max_new_tokens: length of the generated buffer; after its end id a
+                row is padded.
+            strategy: `"greedy"`, `"sample"` or `"beam"`.
+            **options: the other arguments of `GENERATOR` (`temperature`,
+                `top_k`, `top_p`, `num_beams`, `seed`, ...).
+        """
+        key = (max_new_tokens, strategy, tuple(sorted(options.items())))
+        if key not in self._generators:
+            self._generators[key] = self.GENERATOR(
+                self.backbone, max_new_tokens=max_new_tokens, strategy=strategy, **options
+            )
+        return self._generators[key](inputs)
