@@ -10,8 +10,8 @@
 - `resolve_sublayer(owner, path, entry)`: the layer at a converter's attribute
   path, or an error naming the converter entry that no longer resolves.
 - `layer_tensor_names(layer, module)`: `{variable path: (tensor name,
-  transpose)}` of one `Dense`, `LayerNormalization`, `RMSNormalization` or
-  embedding layer. Hugging Face `Linear` weights are `[out, in]` and are
+  transpose)}` of one `Dense`, `LayerNormalization`, `RMSNormalization`,
+  embedding layer or tied vocabulary head (its bias). Hugging Face `Linear` weights are `[out, in]` and are
   transposed to Keras `[in, out]` kernels.
 - `assign_tensors(model, names, tensors, ...)`: fills every variable of the
   model, accepting old LayerNorm names (`gamma`/`beta`); a variable without a
@@ -198,6 +198,8 @@ def layer_tensor_names(layer, module):
         pairs = [(layer.gamma, "weight", False), (layer.beta, "bias", False)]
     elif hasattr(layer, "scale"):  # RMSNormalization
         pairs = [(layer.scale, "weight", False)]
+    elif getattr(layer, "token_embedding", None) is not None:  # a tied vocabulary head: its bias
+        pairs = [(layer.bias, "bias", False)]
     else:  # Embedding, PositionEmbedding, RelativePositionBias
         pairs = [(layer.embeddings, "weight", False)]
     return {

@@ -24,6 +24,8 @@ from kbert.layers.t5_encoder_block import T5EncoderBlock
 from kbert.layers.text_embedding import TextEmbedding
 from kbert.layers.transformer_decoder import TransformerDecoder
 from kbert.layers.transformer_encoder import TransformerEncoder
+from kbert.layers.two_stream_encoder_block import TwoStreamEncoderBlock
+from kbert.layers.two_stream_relative_attention import TwoStreamRelativeAttention
 from kbert.layers.vocabulary_head import VocabularyHead
 
 __all__ = [
@@ -49,6 +51,8 @@ __all__ = [
     "T5EncoderBlock",
     "TextEmbedding",
     "TransformerEncoder",
+    "TwoStreamEncoderBlock",
+    "TwoStreamRelativeAttention",
     "VocabularyHead",
     "gelu_approximate",
     "get_activation",
