@@ -138,6 +138,9 @@ class XLNet(Backbone):
         }
         outputs = self._forward(inputs)
         super().__init__(inputs=inputs, outputs=outputs, dtype=dtype, **kwargs)
+        # Outside the functional graph (it serves the query stream only): tracked explicitly,
+        # which `Backbone.__setattr__` skips on PyTorch, so its weight is the model's.
+        keras.Model.__setattr__(self, "query_embedding", self.query_embedding)
 
     def _create_layers(self, dtype):
         normal = keras.initializers.RandomNormal(stddev=self.initializer_range)
