@@ -29,6 +29,7 @@ import numpy as np
 
 from kbert.backend_utils import lazy_import
 from kbert.pretraining.masked_lm_masker import MaskedLMMasker
+from kbert.pretraining.permutation_masker import PermutationMasker
 from kbert.pretraining.sentence_pairs import (
     document_chunks,
     full_sentences,
@@ -40,7 +41,7 @@ from kbert.text.pair_packing import pack
 
 tf = lazy_import("tensorflow")
 
-OBJECTIVES = ("mlm_nsp", "mlm", "sop", "span", "electra", "clm")
+OBJECTIVES = ("mlm_nsp", "mlm", "sop", "span", "electra", "clm", "plm")
 MASKING = ("dynamic", "static")
 MIN_SEQUENCE_LENGTH = 8
 # Lines longer than this are split at sentence ends (one sentence per line otherwise).
@@ -210,7 +211,7 @@ def _segments(objective, documents, sequence_length, rng, separator_id):
         return sop_pairs(documents, sequence_length, rng)
     if objective == "span":
         chunks = document_chunks(documents, sequence_length)
-    else:  # mlm, electra, clm
+    else:  # mlm, electra, clm, plm
         chunks = full_sentences(documents, sequence_length, separator_id)
     return ((tokens, None, 0) for tokens in chunks)
 
@@ -256,6 +257,9 @@ def pretraining_dataset(
           15% unchanged, no random tokens).
         - `clm` (GPT): FULL-SENTENCES packing, nothing masked: each token
           predicts the next (`kbert.tasks.CausalLM`).
+        - `plm` (XLNet): FULL-SENTENCES packing, span-based partial
+          prediction of about 1/6 of the tokens under a random factorization
+          order (`PermutationMasker`), for `XLNetPretrainer`.
 
     Args:
         inputs: text files and/or folders, or document strings (see
@@ -284,7 +288,9 @@ def pretraining_dataset(
         alone: `token_ids` and `padding_mask` int32 `(B, L)`). `x`: `token_ids`,
         `segment_ids`, `padding_mask` int32 `(B, L)`, `mask_positions` int32
         `(B, P)`; for `span` also `span_left`, `span_right`, `span_offsets`
-        int32 `(B, P)`. `y`: `mask_ids` int32 `(B, P)`, `mask_weights` float32
+        int32 `(B, P)`; for `plm` also `permutation_mask` float32 `(B, L, L)`
+        and `target_mapping` float32 `(B, P, L)` (`P`: `max_predictions`, or
+        `ceil(L/6) + 5` when None). `y`: `mask_ids` int32 `(B, P)`, `mask_weights` float32
         `(B, P)`, and for `mlm_nsp` and `sop` `pair_labels` int32 `(B,)` (1 =
         random next segment / swapped order).
 
@@ -301,7 +307,9 @@ def pretraining_dataset(
     x, y = next(iter(dataset))
     ```
     """
-    max_predictions = default_max_predictions(sequence_length) if max_predictions is None else max_predictions
+    if max_predictions is None:
+        plm = PermutationMasker(2, []).predictions_for(sequence_length)
+        max_predictions = plm if objective == "plm" else default_max_predictions(sequence_length)
     _check_arguments(objective, masking, sequence_length, batch_size, max_predictions, dupe_factor)
     static = masking == "static"
     instances = _InstanceStream(
@@ -418,7 +426,7 @@ class _ExampleMasker:
             "mask_positions": masked.pop("mask_positions"),
         }
         y = {"mask_ids": masked.pop("mask_ids"), "mask_weights": masked.pop("mask_weights")}
-        x.update(masked)  # span_left, span_right, span_offsets
+        x.update(masked)  # span: span_left, span_right, span_offsets; plm: its two masks
         if self.with_pair_labels:
             y["pair_labels"] = example["pair_labels"]
         return x, y
@@ -447,10 +455,12 @@ def _masker(objective, tokenizer, max_predictions, whole_word, replacement_rates
     """The objective's masker (None for `clm`), with its replacement rates unless `replacement_rates` are given."""
     if objective == "clm":
         return None
+    special = [tokenizer.pad_id, tokenizer.cls_id, tokenizer.sep_id]
+    if objective == "plm":
+        return PermutationMasker(tokenizer.vocabulary_size, special, max_predictions=max_predictions)
     rates = {}
     if replacement_rates is not None:
         rates = dict(zip(("mask_token_rate", "random_token_rate"), replacement_rates, strict=True))
-    special = [tokenizer.pad_id, tokenizer.cls_id, tokenizer.sep_id]
     vocabulary_size = tokenizer.vocabulary_size
     if objective == "span":
         return SpanMasker(

@@ -4,13 +4,10 @@ import keras
 from keras import ops
 
 from kbert.backend_utils import scale_loss_for_replicas
-from kbert.input_checks import PREDICTIONS, ids, weights
 from kbert.layers.language_model_head import LanguageModelHead
-from kbert.training.losses import weighted_cross_entropy
-from kbert.training.objective_metrics import add_objective_metrics, track_objective
+from kbert.pretraining.bert_pretrainer import masked_lm_loss, masked_lm_targets
+from kbert.training.objective_metrics import add_objective_metrics
 from kbert.training.task import Task, require_keys
-
-PLM_INPUTS = ("token_ids", "padding_mask", "permutation_mask", "target_mapping")
 
 
 @keras.saving.register_keras_serializable(package="kbert")
@@ -27,8 +24,8 @@ class XLNetPretrainer(Task):
 
     The loss is `Σ w·CE / (Σ w + 1e-5)` over the prediction slots in float32
     (weight 0 for slots that only pad), reported as `plm_loss` and
-    `plm_accuracy`. The data come from
-    `kbert.pretraining.permutation_language_modeling`.
+    `plm_accuracy`. The data come from `pretraining_dataset(objective="plm")`
+    (`kbert.pretraining.PermutationMasker`).
 
     Args:
         backbone: a `kbert.models.XLNet`.
@@ -42,8 +39,8 @@ class XLNetPretrainer(Task):
     Returns:
         dict with `plm_logits` `(batch, predictions, vocabulary)`.
 
-    Targets (`y` in `fit`): dict with `target_ids` int `(batch, predictions)`
-    and `target_weights` float `(batch, predictions)`.
+    Targets (`y` in `fit`): dict with `mask_ids` int `(batch, predictions)`,
+    the original tokens, and `mask_weights` float `(batch, predictions)`.
 
     Example:
     >>> import numpy as np, kbert
@@ -59,10 +56,7 @@ class XLNetPretrainer(Task):
         - [Yang et al., 2019](https://arxiv.org/abs/1906.08237)
     """
 
-    TARGET_TABLE = {
-        "target_ids": ids("backbone.vocabulary_size", PREDICTIONS),
-        "target_weights": weights(),
-    }
+    TARGET_TABLE = masked_lm_targets("backbone")
 
     def __init__(self, backbone, **kwargs):
         super().__init__(dtype=backbone.dtype_policy, **kwargs)
@@ -89,8 +83,5 @@ class XLNetPretrainer(Task):
 
     def compute_loss(self, x=None, y=None, y_pred=None, sample_weight=None, training=True):
         """The weighted cross-entropy of the query stream's logits, in float32."""
-        require_keys(y, ("target_ids", "target_weights"), "targets", "XLNetPretrainer")
-        logits = ops.cast(y_pred["plm_logits"], "float32")
-        loss = weighted_cross_entropy(y["target_ids"], logits, y["target_weights"])
-        loss = track_objective(self, "plm", loss, y["target_ids"], logits, y["target_weights"])
-        return scale_loss_for_replicas(loss)
+        require_keys(y, ("mask_ids", "mask_weights"), "targets", "XLNetPretrainer")
+        return scale_loss_for_replicas(masked_lm_loss(self, y, y_pred["plm_logits"], "plm"))
