@@ -35,13 +35,15 @@ from kbert.pretraining.sentence_pairs import (
     full_sentences,
     nsp_pairs,
     sop_pairs,
+    structbert_pairs,
 )
 from kbert.pretraining.span_masker import SpanMasker
+from kbert.pretraining.trigram_shuffler import TrigramShuffler
 from kbert.text.pair_packing import pack
 
 tf = lazy_import("tensorflow")
 
-OBJECTIVES = ("mlm_nsp", "mlm", "sop", "span", "electra", "clm", "plm")
+OBJECTIVES = ("mlm_nsp", "mlm", "sop", "span", "electra", "clm", "plm", "structbert")
 MASKING = ("dynamic", "static")
 MIN_SEQUENCE_LENGTH = 8
 # Lines longer than this are split at sentence ends (one sentence per line otherwise).
@@ -209,6 +211,8 @@ def _segments(objective, documents, sequence_length, rng, separator_id):
         return nsp_pairs(documents, sequence_length, rng)
     if objective == "sop":
         return sop_pairs(documents, sequence_length, rng)
+    if objective == "structbert":
+        return structbert_pairs(documents, sequence_length, rng)
     if objective == "span":
         chunks = document_chunks(documents, sequence_length)
     else:  # mlm, electra, clm, plm
@@ -257,6 +261,11 @@ def pretraining_dataset(
           15% unchanged, no random tokens).
         - `clm` (GPT): FULL-SENTENCES packing, nothing masked: each token
           predicts the next (`kbert.tasks.CausalLM`).
+        - `structbert`: StructBERT's sentence-structural pairs
+          (`structbert_pairs`: next / previous / other document, 1/3 each,
+          `pair_labels` 0 / 1 / 2), 80/10/10 MLM, then the word-structural
+          objective (`TrigramShuffler`: 5% of the unmasked trigrams
+          shuffled, their original tokens the targets).
         - `plm` (XLNet): FULL-SENTENCES packing, span-based partial
           prediction of about 1/6 of the tokens under a random factorization
           order (`PermutationMasker`), for `XLNetPretrainer`.
@@ -290,9 +299,12 @@ def pretraining_dataset(
         `(B, P)`; for `span` also `span_left`, `span_right`, `span_offsets`
         int32 `(B, P)`; for `plm` also `permutation_mask` float32 `(B, L, L)`
         and `target_mapping` float32 `(B, P, L)` (`P`: `max_predictions`, or
-        `ceil(L/6) + 5` when None). `y`: `mask_ids` int32 `(B, P)`, `mask_weights` float32
+        `ceil(L/6) + 5` when None); for `structbert` also `order_positions`
+        int32 `(B, 3T)` (`T = ceil(0.05 · L / 3) + 3` trigrams). `y`: `mask_ids` int32 `(B, P)`, `mask_weights` float32
         `(B, P)`, and for `mlm_nsp` and `sop` `pair_labels` int32 `(B,)` (1 =
-        random next segment / swapped order).
+        random next segment / swapped order), and for `structbert`
+        `pair_labels` (0 next, 1 previous, 2 other document), `order_ids`
+        int32 and `order_weights` float32 `(B, 3T)`.
 
     Raises:
         ValueError: unknown objective or masking, sequence length under 8,
@@ -316,7 +328,10 @@ def pretraining_dataset(
         inputs, tokenizer, objective, sequence_length, shuffle_buffer, seed, dupe_factor if static else 0
     )
     masker = _masker(objective, tokenizer, max_predictions, whole_word, replacement_rates)
-    return _ExampleMasker(masker, objective).batches(instances.dataset(), batch_size, static, repeat)
+    shuffler = None
+    if objective == "structbert":
+        shuffler = TrigramShuffler([tokenizer.pad_id, tokenizer.cls_id, tokenizer.sep_id])
+    return _ExampleMasker(masker, objective, shuffler).batches(instances.dataset(), batch_size, static, repeat)
 
 
 def _stream_seeds(seed):
@@ -411,9 +426,10 @@ class _InstanceStream:
 class _ExampleMasker:
     """The `tf.data` side of the pipeline: masks instances into `(x, y)` and batches them."""
 
-    def __init__(self, masker, objective):
+    def __init__(self, masker, objective, shuffler=None):
         self.masker = masker
-        self.with_pair_labels = objective in ("mlm_nsp", "sop")
+        self.shuffler = shuffler  # StructBERT's word-structural objective, after the masking
+        self.with_pair_labels = objective in ("mlm_nsp", "sop", "structbert")
 
     def __call__(self, example, seed):
         if self.masker is None:  # clm: the text is its own target
@@ -429,7 +445,23 @@ class _ExampleMasker:
         x.update(masked)  # span: span_left, span_right, span_offsets; plm: its two masks
         if self.with_pair_labels:
             y["pair_labels"] = example["pair_labels"]
+        if self.shuffler is not None:
+            self._shuffle_trigrams(x, y, tf.random.experimental.stateless_fold_in(seed, 1))
         return x, y
+
+    def _shuffle_trigrams(self, x, y, seed):
+        """Shuffle trigrams of `x`'s unmasked tokens in place; the targets go to `x` and `y`."""
+        token_ids = x["token_ids"]
+        length = token_ids.shape[-1]
+        chosen = tf.one_hot(x["mask_positions"], length) * y["mask_weights"][..., None]
+        masked = tf.reduce_sum(chosen, axis=-2) > 0
+        if token_ids.shape.rank == 1:  # static masking: one example
+            shuffled = self.shuffler(token_ids[None], x["padding_mask"][None], masked[None], seed)
+            shuffled = {name: value[0] for name, value in shuffled.items()}
+        else:
+            shuffled = self.shuffler(token_ids, x["padding_mask"], masked, seed)
+        x["token_ids"], x["order_positions"] = shuffled["token_ids"], shuffled["order_positions"]
+        y["order_ids"], y["order_weights"] = shuffled["order_ids"], shuffled["order_weights"]
 
     def mask_example(self, example):
         """Static masking: each example (each copy) by its own seed."""
