@@ -23,10 +23,12 @@ from kbert.pretraining.masker import Masker
 from kbert.pretraining.permutation_masker import PermutationMasker
 from kbert.training.optimizers import create_optimizer
 from kbert.pretraining.pretraining_dataset import OBJECTIVES, pretraining_dataset, read_documents
-from kbert.pretraining.sentence_pairs import full_sentences, nsp_pairs, sop_pairs
+from kbert.pretraining.sentence_pairs import full_sentences, nsp_pairs, sop_pairs, structbert_pairs
 from kbert.pretraining.span_bert_pretrainer import SpanBertPretrainer
 from kbert.pretraining.span_corruption import SpanCorruption, span_corruption_lengths
 from kbert.pretraining.span_masker import SpanMasker
+from kbert.pretraining.struct_bert_pretrainer import StructBertPretrainer
+from kbert.pretraining.trigram_shuffler import TrigramShuffler
 from kbert.training.warmup_linear_decay import WarmupLinearDecay
 from kbert.pretraining.xlnet_pretrainer import XLNetPretrainer
 
@@ -44,6 +46,8 @@ __all__ = [
     "SpanBertPretrainer",
     "SpanCorruption",
     "SpanMasker",
+    "StructBertPretrainer",
+    "TrigramShuffler",
     "WarmupLinearDecay",
     "XLNetPretrainer",
     "bart_examples",
@@ -56,5 +60,6 @@ __all__ = [
     "pretraining_dataset",
     "read_documents",
     "sop_pairs",
+    "structbert_pairs",
     "span_corruption_lengths",
 ]
