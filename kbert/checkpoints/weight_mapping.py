@@ -18,6 +18,7 @@
   name, a tensor that is missing or whose shape differs raises, naming it.
 - `unread_tensors(tensors, read)`: the tensors a model left unread, buffers aside.
 - `kbert_activation(name)`: the kbert name of a Hugging Face activation.
+- `check_fixed_options(config, options, family)`: refuses options kbert does not represent.
 
 A file that cannot be parsed (a truncated `config.json` or weight file) raises
 a `ValueError` that names the file.
@@ -69,6 +70,16 @@ def kbert_activation(name, option="hidden activation"):
             f"supported: {sorted(SUPPORTED_ACTIVATIONS)}."
         )
     return activation_name(name)
+
+
+def check_fixed_options(config, options, family):
+    """A `ValueError` for a config option that differs from the value kbert's `family` model needs.
+
+    >>> check_fixed_options({"bi_data": False}, {"bi_data": False}, "XLNet")
+    """
+    for option, value in options.items():
+        if config.get(option, value) != value:
+            raise ValueError(f"Unsupported {family} option {option}={config[option]!r} in config.json.")
 
 
 def read_config(directory):

@@ -12,7 +12,7 @@ unless built with `memory_length=...` (pass it as an override).
 
 from kbert.checkpoints.converter import Converter
 from kbert.checkpoints.registry import register_converter
-from kbert.checkpoints.weight_mapping import kbert_activation
+from kbert.checkpoints.weight_mapping import check_fixed_options, kbert_activation
 from kbert.models.xlnet import XLNet
 
 # The attention's variables and the XLNet tensor each reads, relative to `layer.<i>.rel_attn.`.
@@ -54,9 +54,7 @@ class XLNetConverter(Converter):
     backbone_class = XLNet
 
     def config_to_arguments(self, config):
-        for option, value in _FIXED_OPTIONS.items():
-            if config.get(option, value) != value:
-                raise ValueError(f"Unsupported XLNet option {option}={config[option]!r} in config.json.")
+        check_fixed_options(config, _FIXED_OPTIONS, "XLNet")
         hidden, heads = config["d_model"], config["n_head"]
         if config.get("d_head", hidden // heads) * heads != hidden:
             raise ValueError(f"Unsupported XLNet d_head={config['d_head']}: kbert needs d_model / n_head.")

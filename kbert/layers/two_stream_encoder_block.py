@@ -7,7 +7,10 @@ from kbert.layers.activations import get_activation, serialize_activation
 from kbert.layers.dropout import apply_dropout
 from kbert.layers.layer_normalization import LayerNormalization
 from kbert.layers.sublayer_names import INTERMEDIATE, OUTPUT
-from kbert.layers.two_stream_relative_attention import TwoStreamRelativeAttention
+from kbert.layers.two_stream_relative_attention import (
+    TwoStreamRelativeAttention,
+    two_stream_output_spec,
+)
 
 
 @keras.saving.register_keras_serializable(package="kbert")
@@ -91,10 +94,7 @@ class TwoStreamEncoderBlock(keras.layers.Layer):
         return tuple(self.feed_forward(stream, training) for stream in outputs)
 
     def compute_output_spec(self, content, *args, query=None, **kwargs):
-        spec = keras.KerasTensor(content.shape, self.compute_dtype)
-        if query is None:
-            return spec
-        return spec, keras.KerasTensor(query.shape, self.compute_dtype)
+        return two_stream_output_spec(self, content, query)
 
     def get_config(self):
         return {

@@ -45,6 +45,14 @@ def relative_shift(scores, key_length):
     return scores[:, :, :, :key_length]
 
 
+def two_stream_output_spec(layer, content, query=None):
+    """What a two-stream layer returns on symbolic inputs: the content's spec, and the query's."""
+    spec = keras.KerasTensor(content.shape, layer.compute_dtype)
+    if query is None:
+        return spec
+    return spec, keras.KerasTensor(query.shape, layer.compute_dtype)
+
+
 @keras.saving.register_keras_serializable(package="kbert")
 class TwoStreamRelativeAttention(keras.layers.Layer):
     """XLNet's relative self-attention, for a content stream and an optional query stream.
@@ -208,10 +216,7 @@ class TwoStreamRelativeAttention(keras.layers.Layer):
         return self.layer_norm(output + residual)
 
     def compute_output_spec(self, content, *args, query=None, **kwargs):
-        spec = keras.KerasTensor(content.shape, self.compute_dtype)
-        if query is None:
-            return spec
-        return spec, keras.KerasTensor(query.shape, self.compute_dtype)
+        return two_stream_output_spec(self, content, query)
 
     def get_config(self):
         return {

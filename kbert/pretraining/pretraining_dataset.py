@@ -8,6 +8,31 @@ them to the sequence length, and shuffles them through a bounded buffer; the
 static shapes. Only the document buffer of `nsp_pairs` and the shuffle buffer
 are held in memory, so a corpus larger than memory streams through.
 
+The objectives (`pretraining_dataset(objective=...)`):
+
+- `mlm_nsp` (BERT): NSP pairs (`nsp_pairs`), 80/10/10 MLM.
+- `mlm` (RoBERTa): FULL-SENTENCES packing, 80/10/10 MLM, no pair label.
+- `sop` (ALBERT): sentence-order pairs, 80/10/10 MLM.
+- `span` (SpanBERT): single segments per document, span masking
+  (`SpanMasker`), which uses the tokenizer's word pieces.
+- `electra`: FULL-SENTENCES packing, ELECTRA's masking (85% `[MASK]`,
+  15% unchanged, no random tokens).
+- `clm` (GPT): FULL-SENTENCES packing, nothing masked: each token
+  predicts the next (`kbert.tasks.CausalLM`).
+- `structbert`: StructBERT's sentence-structural pairs
+  (`structbert_pairs`: next / previous / other document, 1/3 each,
+  `pair_labels` 0 / 1 / 2), 80/10/10 MLM, then the word-structural
+  objective (`TrigramShuffler`: 5% of the unmasked trigrams
+  shuffled, their original tokens the targets), for
+  `StructBertPretrainer`; `x` adds `order_positions` int32 `(B, 3T)`
+  (`T = ceil(0.05 · L / 3) + 3` trigrams), `y` `order_ids` int32 and
+  `order_weights` float32 `(B, 3T)`.
+- `plm` (XLNet): FULL-SENTENCES packing, span-based partial
+  prediction of about 1/6 of the tokens under a random factorization
+  order (`PermutationMasker`), for `XLNetPretrainer`; `x` adds
+  `permutation_mask` float32 `(B, L, L)` and `target_mapping` float32
+  `(B, P, L)` (`P`: `max_predictions`, or `ceil(L/6) + 5` when None).
+
 All randomness is drawn from `seed` alone (never from TensorFlow's global
 seed): Python `random.Random` generators for pair creation and shuffling, and
 stateless TensorFlow ops for masking, fed a per-example seed the generator
@@ -251,25 +276,6 @@ def pretraining_dataset(
 ):
     """Batched pretraining examples `(x, y)` from raw text, for any Keras backend.
 
-    Objectives:
-        - `mlm_nsp` (BERT): NSP pairs (`nsp_pairs`), 80/10/10 MLM.
-        - `mlm` (RoBERTa): FULL-SENTENCES packing, 80/10/10 MLM, no pair label.
-        - `sop` (ALBERT): sentence-order pairs, 80/10/10 MLM.
-        - `span` (SpanBERT): single segments per document, span masking
-          (`SpanMasker`), which uses the tokenizer's word pieces.
-        - `electra`: FULL-SENTENCES packing, ELECTRA's masking (85% `[MASK]`,
-          15% unchanged, no random tokens).
-        - `clm` (GPT): FULL-SENTENCES packing, nothing masked: each token
-          predicts the next (`kbert.tasks.CausalLM`).
-        - `structbert`: StructBERT's sentence-structural pairs
-          (`structbert_pairs`: next / previous / other document, 1/3 each,
-          `pair_labels` 0 / 1 / 2), 80/10/10 MLM, then the word-structural
-          objective (`TrigramShuffler`: 5% of the unmasked trigrams
-          shuffled, their original tokens the targets).
-        - `plm` (XLNet): FULL-SENTENCES packing, span-based partial
-          prediction of about 1/6 of the tokens under a random factorization
-          order (`PermutationMasker`), for `XLNetPretrainer`.
-
     Args:
         inputs: text files and/or folders, or document strings (see
             `read_documents` and `corpus_sources`).
@@ -277,7 +283,7 @@ def pretraining_dataset(
             interface: called on a list of strings it returns lists of ids, and
             it has `vocabulary_size`, `pad_id`, `cls_id`, `sep_id`, `mask_id`
             and `continuation_mask()` (used for `whole_word` and `span`).
-        objective: one of `OBJECTIVES`.
+        objective: one of `OBJECTIVES` (see the module docstring).
         sequence_length: `L`, at least 8.
         batch_size: `B`; the last partial batch is dropped.
         max_predictions: `P`; `None` gives `default_max_predictions(L)`.
@@ -297,10 +303,7 @@ def pretraining_dataset(
         alone: `token_ids` and `padding_mask` int32 `(B, L)`). `x`: `token_ids`,
         `segment_ids`, `padding_mask` int32 `(B, L)`, `mask_positions` int32
         `(B, P)`; for `span` also `span_left`, `span_right`, `span_offsets`
-        int32 `(B, P)`; for `plm` also `permutation_mask` float32 `(B, L, L)`
-        and `target_mapping` float32 `(B, P, L)` (`P`: `max_predictions`, or
-        `ceil(L/6) + 5` when None); for `structbert` also `order_positions`
-        int32 `(B, 3T)` (`T = ceil(0.05 · L / 3) + 3` trigrams). `y`: `mask_ids` int32 `(B, P)`, `mask_weights` float32
+        int32 `(B, P)`; `plm` and `structbert` add theirs (module docstring). `y`: `mask_ids` int32 `(B, P)`, `mask_weights` float32
         `(B, P)`, and for `mlm_nsp` and `sop` `pair_labels` int32 `(B,)` (1 =
         random next segment / swapped order), and for `structbert`
         `pair_labels` (0 next, 1 previous, 2 other document), `order_ids`
@@ -320,18 +323,26 @@ def pretraining_dataset(
     ```
     """
     if max_predictions is None:
-        plm = PermutationMasker(2, []).predictions_for(sequence_length)
-        max_predictions = plm if objective == "plm" else default_max_predictions(sequence_length)
+        max_predictions = _default_predictions(objective, sequence_length)
     _check_arguments(objective, masking, sequence_length, batch_size, max_predictions, dupe_factor)
     static = masking == "static"
     instances = _InstanceStream(
         inputs, tokenizer, objective, sequence_length, shuffle_buffer, seed, dupe_factor if static else 0
     )
     masker = _masker(objective, tokenizer, max_predictions, whole_word, replacement_rates)
-    shuffler = None
-    if objective == "structbert":
-        shuffler = TrigramShuffler([tokenizer.pad_id, tokenizer.cls_id, tokenizer.sep_id])
+    shuffler = TrigramShuffler(_special_ids(tokenizer)) if objective == "structbert" else None
     return _ExampleMasker(masker, objective, shuffler).batches(instances.dataset(), batch_size, static, repeat)
+
+
+def _default_predictions(objective, sequence_length):
+    """`P` when `max_predictions` is None: every PLM target, else `default_max_predictions`."""
+    if objective == "plm":
+        return PermutationMasker(2, []).predictions_for(sequence_length)
+    return default_max_predictions(sequence_length)
+
+
+def _special_ids(tokenizer):
+    return [tokenizer.pad_id, tokenizer.cls_id, tokenizer.sep_id]
 
 
 def _stream_seeds(seed):
@@ -487,7 +498,7 @@ def _masker(objective, tokenizer, max_predictions, whole_word, replacement_rates
     """The objective's masker (None for `clm`), with its replacement rates unless `replacement_rates` are given."""
     if objective == "clm":
         return None
-    special = [tokenizer.pad_id, tokenizer.cls_id, tokenizer.sep_id]
+    special = _special_ids(tokenizer)
     if objective == "plm":
         return PermutationMasker(tokenizer.vocabulary_size, special, max_predictions=max_predictions)
     rates = {}

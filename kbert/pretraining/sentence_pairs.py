@@ -92,6 +92,14 @@ def _flatten(sentences):
     return [token for sentence in sentences for token in sentence]
 
 
+def _pair_setup(sequence_length, seed, document_buffer):
+    """`(rng, max_tokens, buffer)` of a pair builder that draws from other documents."""
+    _check_length(sequence_length, 3)
+    if document_buffer < 1:
+        raise ValueError(f"document_buffer must be at least 1, got {document_buffer}.")
+    return _as_rng(seed), sequence_length - 3, collections.deque(maxlen=document_buffer)
+
+
 def _random_segment(buffer, current, length, rng):
     """Tokens of whole sentences, at least `length` of them if the document has them, from a
     random start sentence of a random document of `buffer` other than `current` (when one is
@@ -142,12 +150,7 @@ def nsp_pairs(
     >>> all(len(a) >= 1 and len(b) >= 1 for a, b, _ in pairs)
     True
     """
-    _check_length(sequence_length, 3)
-    if document_buffer < 1:
-        raise ValueError(f"document_buffer must be at least 1, got {document_buffer}.")
-    rng = _as_rng(seed)
-    max_tokens = sequence_length - 3
-    buffer = collections.deque(maxlen=document_buffer)
+    rng, max_tokens, buffer = _pair_setup(sequence_length, seed, document_buffer)
     for document in _clean(documents):
         buffer.append(document)
         current = len(buffer) - 1
@@ -238,12 +241,7 @@ def structbert_pairs(documents, sequence_length, seed=None,
     >>> [label for _, _, label in pairs]
     [1, 2]
     """
-    _check_length(sequence_length, 3)
-    if document_buffer < 1:
-        raise ValueError(f"document_buffer must be at least 1, got {document_buffer}.")
-    rng = _as_rng(seed)
-    max_tokens = sequence_length - 3
-    buffer = collections.deque(maxlen=document_buffer)
+    rng, max_tokens, buffer = _pair_setup(sequence_length, seed, document_buffer)
     for document in _clean(documents):
         buffer.append(document)
         target = _target_length(max_tokens, rng, short_seq_prob)
