@@ -11,7 +11,7 @@ import numpy as np
 
 from kbert.checkpoints.converter import Converter
 from kbert.checkpoints.registry import register_converter
-from kbert.checkpoints.weight_mapping import kbert_activation, resolve_sublayer
+from kbert.checkpoints.weight_mapping import check_fixed_options, kbert_activation, resolve_sublayer
 from kbert.models.gpt2 import END_ID, GPT2
 
 FUSED_ATTENTION = "attn.c_attn"
@@ -74,9 +74,7 @@ class GPT2Converter(Converter):
     backbone_class = GPT2
 
     def config_to_arguments(self, config):
-        for option, value in _FIXED_OPTIONS.items():
-            if config.get(option, value) != value:
-                raise ValueError(f"Unsupported GPT-2 option {option}={config[option]!r} in config.json.")
+        check_fixed_options(config, _FIXED_OPTIONS, "GPT-2")
         activation = config.get("activation_function", "gelu_new")
         if kbert_activation(activation, "activation_function") != "gelu_approximate":
             raise ValueError(

@@ -19,6 +19,7 @@ from kbert.checkpoints import (  # noqa: F401
     gpt2_converter,
     long_document_converter,
     t5_converter,
+    xlnet_converter,
 )
 from kbert.checkpoints.registry import converter_for
 from kbert.checkpoints.weight_mapping import read_config
@@ -36,7 +37,8 @@ def from_huggingface(path, **overrides):
     - a `kbert.models.T5` backbone for `t5`, v1.0 and v1.1
       (`kbert.checkpoints.t5_converter`);
     - a `kbert.models.GPT2` for `gpt2` (`kbert.checkpoints.gpt2_converter`),
-      whose `logits` output is `GPT2LMHeadModel`'s.
+      whose `logits` output is `GPT2LMHeadModel`'s;
+    - a `kbert.models.XLNet` for `xlnet` (`kbert.checkpoints.xlnet_converter`).
 
     Task checkpoints (`BertForMaskedLM`, `RobertaForSequenceClassification`,
     `T5ForConditionalGeneration` …) load their backbone; head tensors are
@@ -53,7 +55,7 @@ def from_huggingface(path, **overrides):
             `use_pooler=False`.
 
     Returns:
-        The backbone (`Encoder`, `T5` or `GPT2`, as above) with every weight loaded.
+        The backbone (`Encoder`, `T5`, `GPT2` or `XLNet`, as above) with every weight loaded.
 
     Raises:
         FileNotFoundError: `path` is not a directory, or lacks the config or weights.

@@ -11,9 +11,11 @@ tensors:
   [CLS] (RoBERTa, XLM-R, CamemBERT and Longformer: tanh; ELECTRA: GELU;
   BigBird: its `hidden_act`); `pre_classifier` + `classifier` (DistilBERT:
   ReLU).
+  XLNet: `sequence_summary.summary` (tanh) + `logits_proj` on its last token.
 - `…ForTokenClassification` → `TokenClassifier`: `classifier` (every family).
 - `…ForQuestionAnswering` → `SpanQuestionAnswering`: `qa_outputs` (every
-  family but BigBird, whose head differs).
+  family but BigBird and XLNet, whose heads differ).
+- `XLNetLMHeadModel` → `XLNetPretrainer`: the tied `lm_loss` and its bias.
 - `…ForMultipleChoice` → `MultipleChoice`: `classifier` on the pooler (BERT,
   ALBERT, RoBERTa, XLM-R, CamemBERT, BigBird).
 
@@ -32,6 +34,7 @@ from kbert.checkpoints.weight_mapping import (
     layer_tensor_names,
     read_config,
 )
+from kbert.pretraining.xlnet_pretrainer import XLNetPretrainer
 from kbert.tasks.multiple_choice import MultipleChoice
 from kbert.tasks.span_question_answering import SpanQuestionAnswering
 from kbert.tasks.text_classifier import TextClassifier
@@ -51,9 +54,10 @@ SEQUENCE_HEADS = {
     "electra": ("gelu", _TWO_LAYERS),
     "big_bird": (_BIGBIRD_ACTIVATION, _TWO_LAYERS),
     "distilbert": ("relu", {"hidden_dense": "pre_classifier", "output_dense": "classifier"}),
+    "xlnet": ("tanh", {"hidden_dense": "sequence_summary.summary", "output_dense": "logits_proj"}),
 }
 TOKEN_CLASSIFICATION_TYPES = tuple(SEQUENCE_HEADS)
-QUESTION_ANSWERING_TYPES = tuple(t for t in SEQUENCE_HEADS if t != "big_bird")
+QUESTION_ANSWERING_TYPES = tuple(t for t in SEQUENCE_HEADS if t not in ("big_bird", "xlnet"))
 MULTIPLE_CHOICE_TYPES = ("bert", "albert", *_ROBERTA_TYPES, "big_bird")
 
 # The dropout of a head, by the first of these config keys that is set.
@@ -96,6 +100,8 @@ def task_model_for(architecture, config, backbone, num_choices=None):
     ('SpanQuestionAnswering', {'span_dense': 'qa_outputs'})
     """
     model_type = config.get("model_type")
+    if architecture == "XLNetLMHeadModel":
+        return XLNetPretrainer(backbone), {"lm_head": "lm_loss"}
     if architecture.endswith("ForSequenceClassification"):
         if model_type not in SEQUENCE_HEADS:
             raise _unsupported(architecture, model_type, SEQUENCE_HEADS)
@@ -124,7 +130,7 @@ def task_model_for(architecture, config, backbone, num_choices=None):
     raise ValueError(
         f"{architecture!r} is not a task architecture kbert imports; expected one ending "
         "in ForSequenceClassification, ForTokenClassification, ForQuestionAnswering "
-        "or ForMultipleChoice (kbert.from_huggingface loads a backbone alone)."
+        "or ForMultipleChoice, or XLNetLMHeadModel (kbert.from_huggingface loads a backbone alone)."
     )
 
 

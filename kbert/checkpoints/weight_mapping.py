@@ -10,14 +10,15 @@
 - `resolve_sublayer(owner, path, entry)`: the layer at a converter's attribute
   path, or an error naming the converter entry that no longer resolves.
 - `layer_tensor_names(layer, module)`: `{variable path: (tensor name,
-  transpose)}` of one `Dense`, `LayerNormalization`, `RMSNormalization` or
-  embedding layer. Hugging Face `Linear` weights are `[out, in]` and are
+  transpose)}` of one `Dense`, `LayerNormalization`, `RMSNormalization`,
+  embedding layer or tied vocabulary head (its bias). Hugging Face `Linear` weights are `[out, in]` and are
   transposed to Keras `[in, out]` kernels.
 - `assign_tensors(model, names, tensors, ...)`: fills every variable of the
   model, accepting old LayerNorm names (`gamma`/`beta`); a variable without a
   name, a tensor that is missing or whose shape differs raises, naming it.
 - `unread_tensors(tensors, read)`: the tensors a model left unread, buffers aside.
 - `kbert_activation(name)`: the kbert name of a Hugging Face activation.
+- `check_fixed_options(config, options, family)`: refuses options kbert does not represent.
 
 A file that cannot be parsed (a truncated `config.json` or weight file) raises
 a `ValueError` that names the file.
@@ -69,6 +70,16 @@ def kbert_activation(name, option="hidden activation"):
             f"supported: {sorted(SUPPORTED_ACTIVATIONS)}."
         )
     return activation_name(name)
+
+
+def check_fixed_options(config, options, family):
+    """A `ValueError` for a config option that differs from the value kbert's `family` model needs.
+
+    >>> check_fixed_options({"bi_data": False}, {"bi_data": False}, "XLNet")
+    """
+    for option, value in options.items():
+        if config.get(option, value) != value:
+            raise ValueError(f"Unsupported {family} option {option}={config[option]!r} in config.json.")
 
 
 def read_config(directory):
@@ -198,6 +209,8 @@ def layer_tensor_names(layer, module):
         pairs = [(layer.gamma, "weight", False), (layer.beta, "bias", False)]
     elif hasattr(layer, "scale"):  # RMSNormalization
         pairs = [(layer.scale, "weight", False)]
+    elif getattr(layer, "token_embedding", None) is not None:  # a tied vocabulary head: its bias
+        pairs = [(layer.bias, "bias", False)]
     else:  # Embedding, PositionEmbedding, RelativePositionBias
         pairs = [(layer.embeddings, "weight", False)]
     return {

@@ -25,6 +25,8 @@ from kbert.layers.scalar_mix import ScalarMix
 from kbert.layers.span_boundary_head import SpanBoundaryHead
 from kbert.layers.t5_block import T5Block
 from kbert.layers.text_embedding import TextEmbedding
+from kbert.layers.two_stream_encoder_block import TwoStreamEncoderBlock
+from kbert.layers.two_stream_relative_attention import TwoStreamRelativeAttention
 from kbert.layers.vocabulary_head import VocabularyHead
 
 __all__ = [
@@ -51,6 +53,8 @@ __all__ = [
     "SpanBoundaryHead",
     "T5Block",
     "TextEmbedding",
+    "TwoStreamEncoderBlock",
+    "TwoStreamRelativeAttention",
     "VocabularyHead",
     "gelu_approximate",
     "get_activation",

@@ -11,6 +11,7 @@ from kbert.models.presets import (
     GPT2_PRESETS,
     PRESETS,
     T5_PRESETS,
+    XLNET_PRESETS,
     albert_base,
     albert_large,
     albert_xlarge,
@@ -47,7 +48,11 @@ from kbert.models.presets import (
     t5_small,
     t5_v1_1_base,
     t5_v1_1_small,
+    xlnet_base,
+    xlnet_large,
+    xlnet_tiny,
 )
 from kbert.models.gpt2 import GPT2
 from kbert.models.t5 import T5, seq2seq_inputs
+from kbert.models.xlnet import XLNet
 

@@ -4,7 +4,7 @@ Every builder returns a randomly initialised model and takes keyword
 overrides of any of its constructor's arguments: `bert_base(num_layers=6,
 dropout=0.0)` builds an `Encoder`, `t5_small(num_layers=2)` a `T5`.
 `build("bert_base", ...)` reads the same tables, `PRESETS` (the encoders),
-`T5_PRESETS`, `BART_PRESETS`, `GPT2_PRESETS` and `ELMO_PRESETS`. Parameter counts are those of
+`T5_PRESETS`, `BART_PRESETS`, `GPT2_PRESETS`, `XLNET_PRESETS` and `ELMO_PRESETS`. Parameter counts are those of
 the published models (with the pooler where the published model has one; T5's
 from the reference library's configs, docs/algorithms.md §19) and are tested.
 """
@@ -18,6 +18,7 @@ from kbert.models.elmo import ELMo
 from kbert.models.encoder import Encoder
 from kbert.models.gpt2 import GPT2
 from kbert.models.t5 import T5
+from kbert.models.xlnet import XLNet
 from kbert.serialization import constructor_arguments
 
 _BERT = dict(vocabulary_size=30522, max_positions=512, num_segments=2)
@@ -124,6 +125,15 @@ GPT2_PRESETS = {
     "gpt2_large": {**_GPT2, **_size(36, 1280, 20)},
 }
 
+# XLNet: V = 32000 SentencePiece pieces, no position table (relative positions), I = 4H.
+_XLNET = dict(vocabulary_size=32000)
+XLNET_PRESETS = {
+    # No released model: XLNet blocks at BERT-Tiny's size, for short runs and tests.
+    "xlnet_tiny": {**_XLNET, **_size(2, 128, 2)},
+    "xlnet_base": {**_XLNET, **_size(12, 768, 12)},
+    "xlnet_large": {**_XLNET, **_size(24, 1024, 16)},
+}
+
 # ELMo (AllenNLP's elmo_2x4096_512_2048cnn_2xhighway "original" options) and a
 # small biLM for CPU runs: a quarter of the width, the first five filter banks.
 ELMO_PRESETS = {
@@ -146,6 +156,7 @@ _TABLES = (
     (T5, T5_PRESETS),
     (BART, BART_PRESETS),
     (GPT2, GPT2_PRESETS),
+    (XLNet, XLNET_PRESETS),
     (ELMo, ELMO_PRESETS),
 )
 
@@ -154,7 +165,7 @@ def build(name, **overrides):
     """Build the named preset, with keyword overrides of its model's constructor arguments.
 
     An `Encoder` for the names in `PRESETS`, a `T5` for those in `T5_PRESETS`,
-    a `BART` for those in `BART_PRESETS`, a `GPT2` for those in `GPT2_PRESETS`,
+    a `BART` for those in `BART_PRESETS`, a `GPT2` for those in `GPT2_PRESETS`, an `XLNet` for those in `XLNET_PRESETS`,
     an `ELMo` for those in `ELMO_PRESETS`.
 
     >>> build("bert_tiny", num_layers=1).num_layers
@@ -377,3 +388,18 @@ def bart_large(**overrides):
     The 50,265 are `final_logits_bias` (see `bart_base`): `count_params()` is 406,341,721.
     """
     return build("bart_large", **overrides)
+
+
+def xlnet_tiny(**overrides):
+    """XLNet at BERT-Tiny's size (L2 H128 A2), for short runs and tests: 4,525,696 parameters."""
+    return build("xlnet_tiny", **overrides)
+
+
+def xlnet_base(**overrides):
+    """XLNet-Base (L12 H768 A12): 116,718,336 parameters, as transformers' XLNetModel."""
+    return build("xlnet_base", **overrides)
+
+
+def xlnet_large(**overrides):
+    """XLNet-Large (L24 H1024 A16): 360,268,800 parameters, as transformers' XLNetModel."""
+    return build("xlnet_large", **overrides)

@@ -1,6 +1,6 @@
 """Pretraining: masking, example building, the objectives' models, optimisers, the main job.
 
-The example builders (`MaskedLMMasker`, `SpanMasker`, `pretraining_dataset`,
+The example builders (`MaskedLMMasker`, `SpanMasker`, `PermutationMasker`, `pretraining_dataset`,
 `SpanCorruption`, `BartDenoising`)
 run in `tf.data` on any backend and import TensorFlow only when called; the
 pretrainer models run on the Keras backend.
@@ -20,13 +20,17 @@ from kbert.pretraining.distillation_trainer import DistillationTrainer, init_stu
 from kbert.pretraining.electra_pretrainer import ElectraPretrainer
 from kbert.pretraining.masked_lm_masker import MaskedLMMasker
 from kbert.pretraining.masker import Masker
+from kbert.pretraining.permutation_masker import PermutationMasker
 from kbert.training.optimizers import create_optimizer
 from kbert.pretraining.pretraining_dataset import OBJECTIVES, pretraining_dataset, read_documents
-from kbert.pretraining.sentence_pairs import full_sentences, nsp_pairs, sop_pairs
+from kbert.pretraining.sentence_pairs import full_sentences, nsp_pairs, sop_pairs, structbert_pairs
 from kbert.pretraining.span_bert_pretrainer import SpanBertPretrainer
 from kbert.pretraining.span_corruption import SpanCorruption, span_corruption_lengths
 from kbert.pretraining.span_masker import SpanMasker
+from kbert.pretraining.struct_bert_pretrainer import StructBertPretrainer
+from kbert.pretraining.trigram_shuffler import TrigramShuffler
 from kbert.training.warmup_linear_decay import WarmupLinearDecay
+from kbert.pretraining.xlnet_pretrainer import XLNetPretrainer
 
 __all__ = [
     "OBJECTIVES",
@@ -38,10 +42,14 @@ __all__ = [
     "ElectraPretrainer",
     "MaskedLMMasker",
     "Masker",
+    "PermutationMasker",
     "SpanBertPretrainer",
     "SpanCorruption",
     "SpanMasker",
+    "StructBertPretrainer",
+    "TrigramShuffler",
     "WarmupLinearDecay",
+    "XLNetPretrainer",
     "bart_examples",
     "bilm_dataset",
     "create_optimizer",
@@ -52,5 +60,6 @@ __all__ = [
     "pretraining_dataset",
     "read_documents",
     "sop_pairs",
+    "structbert_pairs",
     "span_corruption_lengths",
 ]

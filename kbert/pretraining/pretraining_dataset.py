@@ -8,6 +8,31 @@ them to the sequence length, and shuffles them through a bounded buffer; the
 static shapes. Only the document buffer of `nsp_pairs` and the shuffle buffer
 are held in memory, so a corpus larger than memory streams through.
 
+The objectives (`pretraining_dataset(objective=...)`):
+
+- `mlm_nsp` (BERT): NSP pairs (`nsp_pairs`), 80/10/10 MLM.
+- `mlm` (RoBERTa): FULL-SENTENCES packing, 80/10/10 MLM, no pair label.
+- `sop` (ALBERT): sentence-order pairs, 80/10/10 MLM.
+- `span` (SpanBERT): single segments per document, span masking
+  (`SpanMasker`), which uses the tokenizer's word pieces.
+- `electra`: FULL-SENTENCES packing, ELECTRA's masking (85% `[MASK]`,
+  15% unchanged, no random tokens).
+- `clm` (GPT): FULL-SENTENCES packing, nothing masked: each token
+  predicts the next (`kbert.tasks.CausalLM`).
+- `structbert`: StructBERT's sentence-structural pairs
+  (`structbert_pairs`: next / previous / other document, 1/3 each,
+  `pair_labels` 0 / 1 / 2), 80/10/10 MLM, then the word-structural
+  objective (`TrigramShuffler`: 5% of the unmasked trigrams
+  shuffled, their original tokens the targets), for
+  `StructBertPretrainer`; `x` adds `order_positions` int32 `(B, 3T)`
+  (`T = ceil(0.05 · L / 3) + 3` trigrams), `y` `order_ids` int32 and
+  `order_weights` float32 `(B, 3T)`.
+- `plm` (XLNet): FULL-SENTENCES packing, span-based partial
+  prediction of about 1/6 of the tokens under a random factorization
+  order (`PermutationMasker`), for `XLNetPretrainer`; `x` adds
+  `permutation_mask` float32 `(B, L, L)` and `target_mapping` float32
+  `(B, P, L)` (`P`: `max_predictions`, or `ceil(L/6) + 5` when None).
+
 All randomness is drawn from `seed` alone (never from TensorFlow's global
 seed): Python `random.Random` generators for pair creation and shuffling, and
 stateless TensorFlow ops for masking, fed a per-example seed the generator
@@ -29,18 +54,21 @@ import numpy as np
 
 from kbert.backend_utils import lazy_import
 from kbert.pretraining.masked_lm_masker import MaskedLMMasker
+from kbert.pretraining.permutation_masker import PermutationMasker
 from kbert.pretraining.sentence_pairs import (
     document_chunks,
     full_sentences,
     nsp_pairs,
     sop_pairs,
+    structbert_pairs,
 )
 from kbert.pretraining.span_masker import SpanMasker
+from kbert.pretraining.trigram_shuffler import TrigramShuffler
 from kbert.text.pair_packing import pack
 
 tf = lazy_import("tensorflow")
 
-OBJECTIVES = ("mlm_nsp", "mlm", "sop", "span", "electra", "clm")
+OBJECTIVES = ("mlm_nsp", "mlm", "sop", "span", "electra", "clm", "plm", "structbert")
 MASKING = ("dynamic", "static")
 MIN_SEQUENCE_LENGTH = 8
 # Lines longer than this are split at sentence ends (one sentence per line otherwise).
@@ -208,9 +236,11 @@ def _segments(objective, documents, sequence_length, rng, separator_id):
         return nsp_pairs(documents, sequence_length, rng)
     if objective == "sop":
         return sop_pairs(documents, sequence_length, rng)
+    if objective == "structbert":
+        return structbert_pairs(documents, sequence_length, rng)
     if objective == "span":
         chunks = document_chunks(documents, sequence_length)
-    else:  # mlm, electra, clm
+    else:  # mlm, electra, clm, plm
         chunks = full_sentences(documents, sequence_length, separator_id)
     return ((tokens, None, 0) for tokens in chunks)
 
@@ -246,17 +276,6 @@ def pretraining_dataset(
 ):
     """Batched pretraining examples `(x, y)` from raw text, for any Keras backend.
 
-    Objectives:
-        - `mlm_nsp` (BERT): NSP pairs (`nsp_pairs`), 80/10/10 MLM.
-        - `mlm` (RoBERTa): FULL-SENTENCES packing, 80/10/10 MLM, no pair label.
-        - `sop` (ALBERT): sentence-order pairs, 80/10/10 MLM.
-        - `span` (SpanBERT): single segments per document, span masking
-          (`SpanMasker`), which uses the tokenizer's word pieces.
-        - `electra`: FULL-SENTENCES packing, ELECTRA's masking (85% `[MASK]`,
-          15% unchanged, no random tokens).
-        - `clm` (GPT): FULL-SENTENCES packing, nothing masked: each token
-          predicts the next (`kbert.tasks.CausalLM`).
-
     Args:
         inputs: text files and/or folders, or document strings (see
             `read_documents` and `corpus_sources`).
@@ -264,7 +283,7 @@ def pretraining_dataset(
             interface: called on a list of strings it returns lists of ids, and
             it has `vocabulary_size`, `pad_id`, `cls_id`, `sep_id`, `mask_id`
             and `continuation_mask()` (used for `whole_word` and `span`).
-        objective: one of `OBJECTIVES`.
+        objective: one of `OBJECTIVES` (see the module docstring).
         sequence_length: `L`, at least 8.
         batch_size: `B`; the last partial batch is dropped.
         max_predictions: `P`; `None` gives `default_max_predictions(L)`.
@@ -284,9 +303,11 @@ def pretraining_dataset(
         alone: `token_ids` and `padding_mask` int32 `(B, L)`). `x`: `token_ids`,
         `segment_ids`, `padding_mask` int32 `(B, L)`, `mask_positions` int32
         `(B, P)`; for `span` also `span_left`, `span_right`, `span_offsets`
-        int32 `(B, P)`. `y`: `mask_ids` int32 `(B, P)`, `mask_weights` float32
+        int32 `(B, P)`; `plm` and `structbert` add theirs (module docstring). `y`: `mask_ids` int32 `(B, P)`, `mask_weights` float32
         `(B, P)`, and for `mlm_nsp` and `sop` `pair_labels` int32 `(B,)` (1 =
-        random next segment / swapped order).
+        random next segment / swapped order), and for `structbert`
+        `pair_labels` (0 next, 1 previous, 2 other document), `order_ids`
+        int32 and `order_weights` float32 `(B, 3T)`.
 
     Raises:
         ValueError: unknown objective or masking, sequence length under 8,
@@ -301,14 +322,27 @@ def pretraining_dataset(
     x, y = next(iter(dataset))
     ```
     """
-    max_predictions = default_max_predictions(sequence_length) if max_predictions is None else max_predictions
+    if max_predictions is None:
+        max_predictions = _default_predictions(objective, sequence_length)
     _check_arguments(objective, masking, sequence_length, batch_size, max_predictions, dupe_factor)
     static = masking == "static"
     instances = _InstanceStream(
         inputs, tokenizer, objective, sequence_length, shuffle_buffer, seed, dupe_factor if static else 0
     )
     masker = _masker(objective, tokenizer, max_predictions, whole_word, replacement_rates)
-    return _ExampleMasker(masker, objective).batches(instances.dataset(), batch_size, static, repeat)
+    shuffler = TrigramShuffler(_special_ids(tokenizer)) if objective == "structbert" else None
+    return _ExampleMasker(masker, objective, shuffler).batches(instances.dataset(), batch_size, static, repeat)
+
+
+def _default_predictions(objective, sequence_length):
+    """`P` when `max_predictions` is None: every PLM target, else `default_max_predictions`."""
+    if objective == "plm":
+        return PermutationMasker(2, []).predictions_for(sequence_length)
+    return default_max_predictions(sequence_length)
+
+
+def _special_ids(tokenizer):
+    return [tokenizer.pad_id, tokenizer.cls_id, tokenizer.sep_id]
 
 
 def _stream_seeds(seed):
@@ -403,9 +437,10 @@ class _InstanceStream:
 class _ExampleMasker:
     """The `tf.data` side of the pipeline: masks instances into `(x, y)` and batches them."""
 
-    def __init__(self, masker, objective):
+    def __init__(self, masker, objective, shuffler=None):
         self.masker = masker
-        self.with_pair_labels = objective in ("mlm_nsp", "sop")
+        self.shuffler = shuffler  # StructBERT's word-structural objective, after the masking
+        self.with_pair_labels = objective in ("mlm_nsp", "sop", "structbert")
 
     def __call__(self, example, seed):
         if self.masker is None:  # clm: the text is its own target
@@ -418,10 +453,26 @@ class _ExampleMasker:
             "mask_positions": masked.pop("mask_positions"),
         }
         y = {"mask_ids": masked.pop("mask_ids"), "mask_weights": masked.pop("mask_weights")}
-        x.update(masked)  # span_left, span_right, span_offsets
+        x.update(masked)  # span: span_left, span_right, span_offsets; plm: its two masks
         if self.with_pair_labels:
             y["pair_labels"] = example["pair_labels"]
+        if self.shuffler is not None:
+            self._shuffle_trigrams(x, y, tf.random.experimental.stateless_fold_in(seed, 1))
         return x, y
+
+    def _shuffle_trigrams(self, x, y, seed):
+        """Shuffle trigrams of `x`'s unmasked tokens in place; the targets go to `x` and `y`."""
+        token_ids = x["token_ids"]
+        length = token_ids.shape[-1]
+        chosen = tf.one_hot(x["mask_positions"], length) * y["mask_weights"][..., None]
+        masked = tf.reduce_sum(chosen, axis=-2) > 0
+        if token_ids.shape.rank == 1:  # static masking: one example
+            shuffled = self.shuffler(token_ids[None], x["padding_mask"][None], masked[None], seed)
+            shuffled = {name: value[0] for name, value in shuffled.items()}
+        else:
+            shuffled = self.shuffler(token_ids, x["padding_mask"], masked, seed)
+        x["token_ids"], x["order_positions"] = shuffled["token_ids"], shuffled["order_positions"]
+        y["order_ids"], y["order_weights"] = shuffled["order_ids"], shuffled["order_weights"]
 
     def mask_example(self, example):
         """Static masking: each example (each copy) by its own seed."""
@@ -447,10 +498,12 @@ def _masker(objective, tokenizer, max_predictions, whole_word, replacement_rates
     """The objective's masker (None for `clm`), with its replacement rates unless `replacement_rates` are given."""
     if objective == "clm":
         return None
+    special = _special_ids(tokenizer)
+    if objective == "plm":
+        return PermutationMasker(tokenizer.vocabulary_size, special, max_predictions=max_predictions)
     rates = {}
     if replacement_rates is not None:
         rates = dict(zip(("mask_token_rate", "random_token_rate"), replacement_rates, strict=True))
-    special = [tokenizer.pad_id, tokenizer.cls_id, tokenizer.sep_id]
     vocabulary_size = tokenizer.vocabulary_size
     if objective == "span":
         return SpanMasker(

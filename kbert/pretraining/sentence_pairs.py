@@ -12,6 +12,8 @@ turns into fixed-length `[CLS] A [SEP] B [SEP]` rows.
   keeps memory bounded on a streamed corpus.
 - `sop_pairs`: ALBERT's sentence-order pairs: two consecutive segments of one
   document, swapped with p=0.5 (label 1 = swapped).
+- `structbert_pairs`: StructBERT's sentence-structural pairs: the next
+  segment, the previous one, or one from another document, 1/3 each.
 - `full_sentences`: RoBERTa's FULL-SENTENCES packing: whole contiguous
   sentences, crossing document boundaries with an extra separator.
 - `document_chunks`: single contiguous segments of one document, cut at
@@ -27,6 +29,9 @@ True
 
 import collections
 import random
+
+# StructBERT's sentence-structural labels.
+NEXT_SEGMENT, PREVIOUS_SEGMENT, OTHER_DOCUMENT = 0, 1, 2
 
 # BERT's `short_seq_prob` and `random_next_sentence` tries (docs/algorithms.md §3).
 SHORT_SEQUENCE_PROBABILITY = 0.1
@@ -87,6 +92,31 @@ def _flatten(sentences):
     return [token for sentence in sentences for token in sentence]
 
 
+def _pair_setup(sequence_length, seed, document_buffer):
+    """`(rng, max_tokens, buffer)` of a pair builder that draws from other documents."""
+    _check_length(sequence_length, 3)
+    if document_buffer < 1:
+        raise ValueError(f"document_buffer must be at least 1, got {document_buffer}.")
+    return _as_rng(seed), sequence_length - 3, collections.deque(maxlen=document_buffer)
+
+
+def _random_segment(buffer, current, length, rng):
+    """Tokens of whole sentences, at least `length` of them if the document has them, from a
+    random start sentence of a random document of `buffer` other than `current` (when one is
+    found in `_RANDOM_DOCUMENT_TRIES` tries)."""
+    for _ in range(_RANDOM_DOCUMENT_TRIES):
+        other = rng.randint(0, len(buffer) - 1)
+        if other != current:
+            break
+    other_document = buffer[other]
+    tokens = []
+    for sentence in other_document[rng.randint(0, len(other_document) - 1) :]:
+        tokens.extend(sentence)
+        if len(tokens) >= length:
+            break
+    return tokens
+
+
 def nsp_pairs(
     documents,
     sequence_length,
@@ -120,12 +150,7 @@ def nsp_pairs(
     >>> all(len(a) >= 1 and len(b) >= 1 for a, b, _ in pairs)
     True
     """
-    _check_length(sequence_length, 3)
-    if document_buffer < 1:
-        raise ValueError(f"document_buffer must be at least 1, got {document_buffer}.")
-    rng = _as_rng(seed)
-    max_tokens = sequence_length - 3
-    buffer = collections.deque(maxlen=document_buffer)
+    rng, max_tokens, buffer = _pair_setup(sequence_length, seed, document_buffer)
     for document in _clean(documents):
         buffer.append(document)
         current = len(buffer) - 1
@@ -140,16 +165,7 @@ def nsp_pairs(
                 tokens_a = _flatten(chunk[:a_end])
                 if len(chunk) == 1 or rng.random() < 0.5:
                     is_random_next = 1
-                    for _ in range(_RANDOM_DOCUMENT_TRIES):
-                        other = rng.randint(0, len(buffer) - 1)
-                        if other != current:
-                            break
-                    other_document = buffer[other]
-                    tokens_b = []
-                    for sentence in other_document[rng.randint(0, len(other_document) - 1) :]:
-                        tokens_b.extend(sentence)
-                        if len(tokens_b) >= target - len(tokens_a):
-                            break
+                    tokens_b = _random_segment(buffer, current, target - len(tokens_a), rng)
                     i -= len(chunk) - a_end  # the unused sentences start the next chunk
                 else:
                     is_random_next = 0
@@ -158,6 +174,18 @@ def nsp_pairs(
                 yield tokens_a, tokens_b, is_random_next
                 chunk, chunk_length = [], 0
             i += 1
+
+
+def _split_chunk(chunk, rng):
+    """`(A, B)`, two consecutive parts of a chunk of sentences: at a sentence boundary, or
+    inside a lone sentence at a uniform token boundary; None for a one-token chunk."""
+    if len(chunk) >= 2:
+        a_end = rng.randint(1, len(chunk) - 1)
+        return _flatten(chunk[:a_end]), _flatten(chunk[a_end:])
+    if len(chunk[0]) >= 2:
+        cut = rng.randint(1, len(chunk[0]) - 1)
+        return chunk[0][:cut], chunk[0][cut:]
+    return None
 
 
 def sop_pairs(documents, sequence_length, seed=None, short_seq_prob=SHORT_SEQUENCE_PROBABILITY):
@@ -182,20 +210,53 @@ def sop_pairs(documents, sequence_length, seed=None, short_seq_prob=SHORT_SEQUEN
     for document in _clean(documents):
         target = _target_length(max_tokens, rng, short_seq_prob)
         for start, end in _chunks(document, target):
-            chunk = document[start:end]
-            if len(chunk) >= 2:
-                a_end = rng.randint(1, len(chunk) - 1)
-                tokens_a, tokens_b = _flatten(chunk[:a_end]), _flatten(chunk[a_end:])
-            elif len(chunk[0]) >= 2:
-                cut = rng.randint(1, len(chunk[0]) - 1)
-                tokens_a, tokens_b = chunk[0][:cut], chunk[0][cut:]
-            else:
+            split = _split_chunk(document[start:end], rng)
+            if split is None:
                 continue
+            tokens_a, tokens_b = split
             is_swapped = int(rng.random() < 0.5)
             if is_swapped:
                 tokens_a, tokens_b = tokens_b, tokens_a
             truncate_pair(tokens_a, tokens_b, max_tokens, rng)
             yield tokens_a, tokens_b, is_swapped
+
+
+def structbert_pairs(documents, sequence_length, seed=None,
+                     short_seq_prob=SHORT_SEQUENCE_PROBABILITY, document_buffer=1000):
+    """StructBERT's sentence-structural pairs: next, previous or another document's, 1/3 each.
+
+    Chunks and the A/B split follow `sop_pairs` (two consecutive parts of a
+    chunk). Then, with probability 1/3 each (StructBERT §2.2): `NEXT_SEGMENT`
+    (0), A then B; `PREVIOUS_SEGMENT` (1), B then A, so the second segment is
+    the one that came before; `OTHER_DOCUMENT` (2), A then text from a random
+    start sentence of another document in the buffer (as `nsp_pairs` draws
+    it). The first document, with no other in the buffer yet, gives no
+    other-document pairs: its draws of label 2 are skipped, which keeps each
+    label's probability at 1/3.
+
+    Yields:
+        `(tokens_a, tokens_b, label)`.
+
+    >>> pairs = list(structbert_pairs([[[1, 2], [3, 4]], [[5, 6], [7, 8]]], 16, seed=3))
+    >>> [label for _, _, label in pairs]
+    [1, 2]
+    """
+    rng, max_tokens, buffer = _pair_setup(sequence_length, seed, document_buffer)
+    for document in _clean(documents):
+        buffer.append(document)
+        target = _target_length(max_tokens, rng, short_seq_prob)
+        for start, end in _chunks(document, target):
+            split = _split_chunk(document[start:end], rng)
+            label = rng.randrange(3)
+            if split is None or (label == OTHER_DOCUMENT and len(buffer) == 1):
+                continue
+            tokens_a, tokens_b = split
+            if label == PREVIOUS_SEGMENT:
+                tokens_a, tokens_b = tokens_b, tokens_a
+            elif label == OTHER_DOCUMENT:
+                tokens_b = _random_segment(buffer, len(buffer) - 1, target - len(tokens_a), rng)
+            truncate_pair(tokens_a, tokens_b, max_tokens, rng)
+            yield tokens_a, tokens_b, label
 
 
 def full_sentences(documents, sequence_length, separator_id):

@@ -36,10 +36,13 @@ class TextClassifier(Task):
     - `hidden_activation=None` (BERT, ALBERT): `pooled_output → dropout →
       Dense(num_classes)`. Without a pooler, `pooled_output` is the first
       token's hidden state.
-    - `hidden_activation="tanh"` (RoBERTa, Longformer), `"gelu"` (ELECTRA),
-      `"relu"` (DistilBERT): `sequence_output[:, 0] → dropout →
+    - `hidden_activation="tanh"` (RoBERTa, Longformer, XLNet), `"gelu"`
+      (ELECTRA), `"relu"` (DistilBERT): `sequence_output[:, 0] → dropout →
       Dense(H, activation) → dropout → Dense(num_classes)`. (DistilBERT has
-      no dropout before its hidden layer; the two agree at inference.)
+      no dropout before its hidden layer; the two agree at inference.) An
+      XLNet backbone is summarised by its last token (its
+      `summary_token_index` is -1: XLNet puts `<cls>` last and pads left),
+      in `pooled_output` as here.
 
     With a feature route (`features="scalar_mix"` or `"last_four"`) the
     encoder is frozen and both heads read the first ([CLS]) position of its
@@ -136,7 +139,8 @@ class TextClassifier(Task):
         if self.hidden_dense is None:
             features = outputs["pooled_output"]
         else:
-            features = self.dropout_layer(outputs["sequence_output"][:, 0, :], training=training)
+            summary = getattr(self.backbone, "summary_token_index", 0)
+            features = self.dropout_layer(outputs["sequence_output"][:, summary, :], training=training)
             features = self.hidden_dense(features)
         return self.output_dense(self.dropout_layer(features, training=training))
 

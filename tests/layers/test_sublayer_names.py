@@ -67,6 +67,7 @@ TINY_CONFIGS = {
         decoder_ffn_dim=16,
         max_position_embeddings=32,
     ),
+    "xlnet": dict(vocab_size=30, d_model=8, n_layer=2, n_head=2, d_inner=16),
 }
 # The families whose sharding is checked.
 SHARDED = ("bert", "albert", "longformer", "big_bird", "t5")
