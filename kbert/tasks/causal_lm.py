@@ -3,7 +3,10 @@
 import keras
 from keras import ops
 
+import numpy as np
+
 from kbert.backend_utils import scale_loss_for_replicas
+from kbert.text.text_checks import check_texts
 from kbert.generation.causal_lm_generator import CausalLMGenerator
 from kbert.training.objective_metrics import add_objective_metrics, track_objective
 from kbert.training.losses import weighted_cross_entropy
@@ -87,11 +90,15 @@ class CausalLM(Task):
         return scale_loss_for_replicas(loss)
 
     def generate(self, inputs, max_new_tokens=64, strategy="greedy", **options):
-        """New ids `(batch, max_new_tokens)` (int32 NumPy) continuing the prompts.
+        """New ids `(batch, max_new_tokens)` (int32 NumPy) continuing the prompts; text for text.
+
+        Given a string (or a list of them) and a `preprocessor`, the prompts
+        are tokenized (no special tokens), padded on the left, continued, and
+        the new tokens up to the end id come back as a string (a list of them).
 
         Args:
             inputs: dict with `token_ids` and `padding_mask`, `(batch, length)`,
-                padded on the left.
+                padded on the left; or a prompt string, or a list of them.
             max_new_tokens: length of the generated buffer; after its end id
                 a row is padded.
             strategy: `"greedy"`, `"sample"` or `"beam"`.
@@ -101,7 +108,24 @@ class CausalLM(Task):
         One generator is kept per set of arguments, so that later calls reuse
         its compiled loop (and a sampling generator's seed stream goes on).
         """
+        if isinstance(inputs, (str, list, tuple)):
+            return self._generate_text(inputs, max_new_tokens, strategy, options)
         generator = cached_generator(
             self._generators, CausalLMGenerator, self.backbone, max_new_tokens, strategy, options
         )
         return generator(inputs)
+
+    def _generate_text(self, prompts, max_new_tokens, strategy, options):
+        preprocessor = self.text_preprocessor("generate")
+        prompts, single = check_texts(prompts, "prompt")
+        rows = preprocessor.token_ids(prompts)
+        longest = max(len(row) for row in rows)
+        token_ids = np.full((len(rows), longest), self.backbone.pad_id, np.int32)
+        padding_mask = np.zeros((len(rows), longest), np.int32)
+        for index, row in enumerate(rows):
+            token_ids[index, longest - len(row):] = row
+            padding_mask[index, longest - len(row):] = 1
+        generated = self.generate({"token_ids": token_ids, "padding_mask": padding_mask},
+                                  max_new_tokens, strategy, **options)
+        texts = preprocessor.decode(generated, self.backbone.end_id)
+        return texts[0] if single else texts

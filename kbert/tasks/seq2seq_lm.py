@@ -3,7 +3,10 @@
 import keras
 from keras import ops
 
+import numpy as np
+
 from kbert.backend_utils import scale_loss_for_replicas
+from kbert.text.text_checks import check_texts
 from kbert.input_checks import ids
 from kbert.generation.seq2seq_generator import Seq2SeqGenerator
 from kbert.training.task import Task, cached_generator
@@ -72,10 +75,16 @@ class Seq2SeqLM(Task):
         return scale_loss_for_replicas(loss)
 
     def generate(self, inputs, max_new_tokens=64, strategy="greedy", **options):
-        """Target ids `(batch, max_new_tokens)` (int32 NumPy) for the encoder inputs.
+        """Target ids `(batch, max_new_tokens)` (int32 NumPy) for the encoder inputs; text for text.
+
+        Given a string (or a list of them) and a `preprocessor`, each source
+        is framed as the model was trained (`<s> text </s>` for BART, `text
+        </s>` for T5), decoded, and the output up to the end id comes back as
+        a string (a list of them).
 
         Args:
-            inputs: dict with `encoder_token_ids` and `encoder_padding_mask`, `(batch, length)`.
+            inputs: dict with `encoder_token_ids` and `encoder_padding_mask`,
+                `(batch, length)`; or a source string, or a list of them.
             max_new_tokens: length of the generated buffer; after its end id
                 a sequence is padded.
             strategy: `"greedy"`, `"sample"` or `"beam"`.
@@ -85,7 +94,24 @@ class Seq2SeqLM(Task):
         One generator is kept per set of arguments, so that later calls reuse
         its compiled loop (and a sampling generator's seed stream goes on).
         """
+        if isinstance(inputs, (str, list, tuple)):
+            return self._generate_text(inputs, max_new_tokens, strategy, options)
         generator = cached_generator(
             self._generators, Seq2SeqGenerator, self.backbone, max_new_tokens, strategy, options
         )
         return generator(inputs)
+
+    def _generate_text(self, sources, max_new_tokens, strategy, options):
+        preprocessor = self.text_preprocessor("generate")
+        sources, single = check_texts(sources, "source")
+        rows = preprocessor.source_ids(sources)
+        longest = max(len(row) for row in rows)
+        token_ids = np.full((len(rows), longest), self.backbone.pad_id, np.int32)
+        padding_mask = np.zeros((len(rows), longest), np.int32)
+        for index, row in enumerate(rows):
+            token_ids[index, : len(row)] = row
+            padding_mask[index, : len(row)] = 1
+        generated = self.generate({"encoder_token_ids": token_ids, "encoder_padding_mask": padding_mask},
+                                  max_new_tokens, strategy, **options)
+        texts = preprocessor.decode(generated, self.backbone.end_id)
+        return texts[0] if single else texts
