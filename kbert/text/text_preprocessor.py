@@ -162,5 +162,5 @@ class TextPreprocessor:
         if not ids:
             return ""
         if type(self.tokenizer).__name__ == "BytePairTokenizer":
-            return self.tokenizer.detokenize([ids])[0].numpy().decode("utf-8")
-        return self.tokenizer.detokenize(tf.constant(ids, tf.int32)).numpy().decode("utf-8")
+            return self.tokenizer.detokenize([ids])[0].numpy().decode("utf-8", errors="replace")
+        return self.tokenizer.detokenize(tf.constant(ids, tf.int32)).numpy().decode("utf-8", errors="replace")

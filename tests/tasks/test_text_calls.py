@@ -49,7 +49,7 @@ def _saved(model, tmp_path, name):
 
 @pytest.fixture(scope="module")
 def hf_tokenizer(vocab_path):
-    return transformers.BertTokenizerFast(vocab_file=vocab_path, do_lower_case=True)
+    return transformers.BertTokenizerFast(vocab=vocab_path, do_lower_case=True)
 
 
 def _pipeline(task, model, hf_tokenizer):
@@ -63,6 +63,9 @@ def test_classify_equals_the_text_classification_pipeline(tmp_path, tokenizer, h
     model = kbert.from_huggingface_task(_saved(hf_model, tmp_path, "classifier"))
     model.preprocessor = TextPreprocessor(tokenizer, 32, labels=list(labels.values()))
     pipe = _pipeline("text-classification", hf_model, hf_tokenizer)
+    for text, row in zip(TEXTS, model.preprocessor.encode(TEXTS)["token_ids"]):  # the same ids go in
+        ids = hf_tokenizer(text)["input_ids"]
+        assert row[: len(ids)].tolist() == ids and 1 not in ids
     expected = pipe(TEXTS, top_k=None)
     results = model.classify(TEXTS)
     for result, reference in zip(results, expected):
@@ -142,7 +145,7 @@ def byte_pair_files(tmp_path_factory):
 
 def test_generate_equals_the_greedy_text_generation_pipeline(tmp_path, byte_pair_files):
     vocabulary, merges = byte_pair_files
-    hf_tokenizer = transformers.GPT2TokenizerFast(vocab_file=vocabulary, merges_file=merges)
+    hf_tokenizer = transformers.GPT2TokenizerFast(vocab=vocabulary, merges=merges, unk_token="<unk>", bos_token="</s>", eos_token="</s>")
     torch.manual_seed(3)
     config = transformers.GPT2Config(vocab_size=len(hf_tokenizer), n_embd=16, n_layer=2, n_head=2, n_positions=64,
                                      bos_token_id=2, eos_token_id=2)
@@ -211,7 +214,7 @@ def test_seq2seq_generate_text_equals_the_token_level_path(tmp_path):
                                 "encoder_padding_mask": np.ones((1, len(ids)), "int32")}, max_new_tokens=5)[0]
     generated = [int(i) for i in generated]
     generated = generated[: generated.index(tokenizer.end_id)] if tokenizer.end_id in generated else generated
-    assert text == (tokenizer.detokenize(np.array(generated)).numpy().decode() if generated else "")
+    assert text == (tokenizer.detokenize(np.array(generated, np.int32)).numpy().decode() if generated else "")
 
 
 def test_saved_model_reads_text_in_a_fresh_process(tmp_path, tokenizer):
