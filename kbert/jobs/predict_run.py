@@ -52,11 +52,19 @@ def _run_sequence_length(folder):
     return DEFAULT_SEQUENCE_LENGTH
 
 
+def _usable_length(model, length):
+    """`length`, cut to the positions of the model's backbone (T5's relative positions take any)."""
+    backbone = getattr(model, "backbone", None)
+    if not hasattr(backbone, "max_positions"):
+        return length
+    return min(length, backbone.max_positions - getattr(backbone, "position_offset", 0))
+
+
 def _load_keras(path):
     model = keras.saving.load_model(path)
     if getattr(model, "preprocessor", "absent") is None:  # a task saved before preprocessors
         folder = os.path.dirname(path) or "."
-        model.preprocessor = _preprocessor(folder, _run_sequence_length(folder))
+        model.preprocessor = _preprocessor(folder, _usable_length(model, _run_sequence_length(folder)))
     return model
 
 
@@ -72,9 +80,7 @@ def _load_huggingface(folder):
         model = from_huggingface_task(folder)
     labels = config.get("id2label")
     labels = [labels[str(i)] for i in range(len(labels))] if labels and not isinstance(model, CausalLM) else None
-    positions = getattr(model.backbone, "max_positions", DEFAULT_SEQUENCE_LENGTH)
-    length = min(DEFAULT_SEQUENCE_LENGTH, positions - getattr(model.backbone, "position_offset", 0))
-    model.preprocessor = _preprocessor(folder, length, labels)
+    model.preprocessor = _preprocessor(folder, _usable_length(model, DEFAULT_SEQUENCE_LENGTH), labels)
     return model
 
 

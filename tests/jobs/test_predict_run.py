@@ -51,6 +51,7 @@ def test_a_finetuned_run_names_the_label_from_its_one_file(tmp_path, capsys):
     run_finetuning("classify", write_checkpoint(tmp_path), train, validation, output=str(run), epochs=1,
                    batch_size=4, sequence_length=16, log=lambda line: None)
     assert "vocab.txt" not in os.listdir(run)
+    capsys.readouterr()  # the fit's progress lines
     [result] = _predict(["--model", str(run), "--text", "the good great film"], capsys)
     assert set(result["scores"]) == {"pos", "neg"} and result["label"] in ("pos", "neg")
     np.testing.assert_allclose(sum(result["scores"].values()), 1.0, atol=1e-6)
@@ -122,7 +123,7 @@ def test_an_older_run_folder_reads_the_vocabulary_beside_the_model(tmp_path, cap
     model = TextClassifier(_encoder(), 2)
     model.save(str(tmp_path / "model.keras"))
     [result] = _predict(["--model", str(tmp_path), "--text", "bob is in paris."], capsys)
-    model.preprocessor = TextPreprocessor(WordPieceTokenizer(str(tmp_path / "vocab.txt")), 128)
+    model.preprocessor = TextPreprocessor(WordPieceTokenizer(str(tmp_path / "vocab.txt")), 32)  # its positions
     expected = model.classify("bob is in paris.")
     assert result["label"] == expected["label"] and set(result["scores"]) == {"LABEL_0", "LABEL_1"}
     np.testing.assert_allclose(result["score"], expected["score"], atol=1e-6)
