@@ -4,6 +4,7 @@
     kbert finetune [--task classify --checkpoint PATH --train FILE --validation FILE] ...
     kbert tour [--model bert_base] [--sentence TEXT]
     kbert predict --model PATH (--text TEXT [--text-pair TEXT] [--question Q] | --input FILE.jsonl) [--top-k K]
+    kbert export --model PATH --format saved_model|onnx --output DIR
 
 `pretrain` is the main job (see `kbert.jobs.pretraining_run`): with no
 arguments it learns a vocabulary from the interpreter's bundled documentation,
@@ -12,7 +13,8 @@ fill-in-the-blank demo. `finetune` fine-tunes a checkpoint on a task (see
 `kbert.jobs.finetuning_run`); with no data arguments it fine-tunes the
 model `pretrain` left, beside the same model from random init, on BBC News
 topics. `predict` runs a saved model on text and prints one JSON object per
-input (see `kbert.jobs.predict_run`). `tour` builds a model and runs it on one sentence.
+input (see `kbert.jobs.predict_run`); `export` writes it for serving, a
+SavedModel that reads strings or ONNX (see `kbert.jobs.export_run`). `tour` builds a model and runs it on one sentence.
 `--backend` selects the Keras backend (the process re-starts itself with
 `KERAS_BACKEND` set when needed). `pretrain` and `finetune` save a checkpoint
 every `--save-every` steps and on Ctrl-C or SIGTERM: rerunning the same command
@@ -67,6 +69,12 @@ def _parser():
     pretrain.add_argument("--backend", choices=BACKENDS, help="Keras backend for this run")
     _finetune_parser(commands)
     _predict_parser(commands)
+    export = commands.add_parser("export", help="write a saved model for serving: a SavedModel that reads strings "
+                                                "(tensorflow backend) or ONNX (torch backend)")
+    export.add_argument("--model", required=True, help="what predict --model takes")
+    export.add_argument("--format", required=True, choices=("saved_model", "onnx"))
+    export.add_argument("--output", required=True, help="a new folder")
+    export.add_argument("--backend", choices=BACKENDS, help="Keras backend for this run")
     return parser
 
 
@@ -211,6 +219,10 @@ def main(argv=None):
         finetune(args)
     elif args.command == "predict":
         _one_line_errors(lambda: _predict(args))
+    elif args.command == "export":
+        from kbert.jobs.export_run import run_export
+
+        _one_line_errors(lambda: run_export(args.model, args.format, args.output))
     return 0
 
 

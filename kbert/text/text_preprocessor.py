@@ -113,10 +113,14 @@ class TextPreprocessor:
         room = self.sequence_length - len(head) - 1
         return [head + row[:room] + [end] for row in rows]
 
+    def packer(self):
+        """The `SegmentPacker` of `encode`: `[CLS] A [SEP] (B [SEP])` rows of `sequence_length`."""
+        return SegmentPacker(self.sequence_length, *_special_ids(self.tokenizer))
+
     def encode(self, texts, pairs=None):
         """`[CLS] A [SEP] (B [SEP])` rows of `texts` (and `pairs`): a dict of int32 NumPy arrays
         `token_ids`, `segment_ids`, `padding_mask` of shape `(len(texts), sequence_length)`."""
-        packer = SegmentPacker(self.sequence_length, *_special_ids(self.tokenizer))
+        packer = self.packer()
         first = self.tokenizer.tokenize(tf.constant(texts, tf.string))
         second = None if pairs is None else self.tokenizer.tokenize(tf.constant(pairs, tf.string))
         return {name: value.numpy() for name, value in packer(first, second).items()}
