@@ -61,7 +61,8 @@ def _error(arguments, capsys):
 SAVED_MODEL = """
 import json, sys
 import tensorflow as tf, tensorflow_text  # noqa: F401  (registers the tokenizer's ops)
-served = tf.saved_model.load(sys.argv[1]).serve(tf.constant(json.loads(sys.argv[2])))["logits"]
+loaded = tf.saved_model.load(sys.argv[1])  # kept: its variables live as long as it does
+served = loaded.serve(tf.constant(json.loads(sys.argv[2])))["logits"]
 print(json.dumps({"logits": served.numpy().tolist(), "kbert": "kbert" in sys.modules}))
 """
 
