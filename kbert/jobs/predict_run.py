@@ -23,6 +23,7 @@ import keras
 
 from kbert.checkpoints.checkpoint_loading import tokenizer_beside
 from kbert.pretraining.bert_pretrainer import BertPretrainer
+from kbert.tasks.readers import json_rows
 from kbert.tasks import CausalLM, MultipleChoice, Seq2SeqLM, SpanQuestionAnswering, TextClassifier, TokenClassifier
 
 DEFAULT_SEQUENCE_LENGTH = 128
@@ -106,20 +107,11 @@ def read_inputs(path):
 
     Each object has `text`, and as the task needs, `text_pair`, `question` or `choices`.
     """
-    if not os.path.isfile(path):
-        raise FileNotFoundError(f"--input file not found: {path}")
     records = []
-    with open(path, encoding="utf-8") as f:
-        for number, line in enumerate(f, 1):
-            if not line.strip():
-                continue
-            try:
-                record = json.loads(line)
-            except json.JSONDecodeError as error:
-                raise ValueError(f"{path}, line {number}: not JSON ({error.msg}).") from None
-            if not isinstance(record, dict) or not isinstance(record.get("text"), str):
-                raise ValueError(f"{path}, line {number}: expected a JSON object with a \"text\" string.")
-            records.append(record)
+    for number, record in json_rows(path):
+        if not isinstance(record.get("text"), str):
+            raise ValueError(f"{path}, line {number}: expected a JSON object with a \"text\" string.")
+        records.append(record)
     if not records:
         raise ValueError(f"{path} holds no inputs.")
     return records

@@ -3,7 +3,6 @@
 import keras
 from keras import ops
 
-import numpy as np
 
 from kbert.backend_utils import scale_loss_for_replicas
 from kbert.text.text_checks import check_texts
@@ -118,13 +117,7 @@ class CausalLM(Task):
     def _generate_text(self, prompts, max_new_tokens, strategy, options):
         preprocessor = self.text_preprocessor("generate")
         prompts, single = check_texts(prompts, "prompt")
-        rows = preprocessor.token_ids(prompts)
-        longest = max(len(row) for row in rows)
-        token_ids = np.full((len(rows), longest), self.backbone.pad_id, np.int32)
-        padding_mask = np.zeros((len(rows), longest), np.int32)
-        for index, row in enumerate(rows):
-            token_ids[index, longest - len(row):] = row
-            padding_mask[index, longest - len(row):] = 1
+        token_ids, padding_mask = preprocessor.pad(preprocessor.token_ids(prompts), self.backbone.pad_id, left=True)
         generated = self.generate({"token_ids": token_ids, "padding_mask": padding_mask},
                                   max_new_tokens, strategy, **options)
         texts = preprocessor.decode(generated, self.backbone.end_id)

@@ -3,7 +3,6 @@
 import keras
 from keras import ops
 
-import numpy as np
 
 from kbert.backend_utils import scale_loss_for_replicas
 from kbert.text.text_checks import check_texts
@@ -104,13 +103,7 @@ class Seq2SeqLM(Task):
     def _generate_text(self, sources, max_new_tokens, strategy, options):
         preprocessor = self.text_preprocessor("generate")
         sources, single = check_texts(sources, "source")
-        rows = preprocessor.source_ids(sources)
-        longest = max(len(row) for row in rows)
-        token_ids = np.full((len(rows), longest), self.backbone.pad_id, np.int32)
-        padding_mask = np.zeros((len(rows), longest), np.int32)
-        for index, row in enumerate(rows):
-            token_ids[index, : len(row)] = row
-            padding_mask[index, : len(row)] = 1
+        token_ids, padding_mask = preprocessor.pad(preprocessor.source_ids(sources), self.backbone.pad_id)
         generated = self.generate({"encoder_token_ids": token_ids, "encoder_padding_mask": padding_mask},
                                   max_new_tokens, strategy, **options)
         texts = preprocessor.decode(generated, self.backbone.end_id)

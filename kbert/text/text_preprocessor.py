@@ -113,6 +113,23 @@ class TextPreprocessor:
         room = self.sequence_length - len(head) - 1
         return [head + row[:room] + [end] for row in rows]
 
+    @staticmethod
+    def pad(rows, pad_id, left=False):
+        """`(token_ids, padding_mask)`: id lists padded to the longest, on the left for prompts.
+
+        >>> ids, mask = TextPreprocessor.pad([[5, 6], [7]], 0, left=True)
+        >>> ids.tolist(), mask.tolist()
+        ([[5, 6], [0, 7]], [[1, 1], [0, 1]])
+        """
+        longest = max(len(row) for row in rows)
+        token_ids = np.full((len(rows), longest), pad_id, np.int32)
+        padding_mask = np.zeros((len(rows), longest), np.int32)
+        for index, row in enumerate(rows):
+            place = slice(longest - len(row), longest) if left else slice(0, len(row))
+            token_ids[index, place] = row
+            padding_mask[index, place] = 1
+        return token_ids, padding_mask
+
     def packer(self):
         """The `SegmentPacker` of `encode`: `[CLS] A [SEP] (B [SEP])` rows of `sequence_length`."""
         return SegmentPacker(self.sequence_length, *_special_ids(self.tokenizer))
