@@ -417,7 +417,8 @@ def _torch_normalization(normalize, x, weights, epsilon, dtype):
     x = _torch_tensor(x)
     compute_dtype = torch.promote_types(x.dtype, torch.float32)
     weights = [None if w is None else _torch_tensor(w).to(compute_dtype) for w in weights]
-    normalized = normalize(x.to(compute_dtype), (x.shape[-1],), *weights, epsilon)
+    # int(): a constant width when traced (the ONNX export of `kbert export`).
+    normalized = normalize(x.to(compute_dtype), (int(x.shape[-1]),), *weights, epsilon)
     return normalized.to(torch_dtype(dtype))
 
 

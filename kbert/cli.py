@@ -3,6 +3,8 @@
     kbert pretrain [--objective mlm_nsp] [--corpus PATH ...] [--steps 4800] ...
     kbert finetune [--task classify --checkpoint PATH --train FILE --validation FILE] ...
     kbert tour [--model bert_base] [--sentence TEXT]
+    kbert predict --model PATH (--text TEXT [--text-pair TEXT] [--question Q] | --input FILE.jsonl) [--top-k K]
+    kbert export --model PATH --format saved_model|onnx --output DIR
 
 `pretrain` is the main job (see `kbert.jobs.pretraining_run`): with no
 arguments it learns a vocabulary from the interpreter's bundled documentation,
@@ -10,7 +12,9 @@ pretrains a small BERT, evaluates it on held-out text, saves it and shows a
 fill-in-the-blank demo. `finetune` fine-tunes a checkpoint on a task (see
 `kbert.jobs.finetuning_run`); with no data arguments it fine-tunes the
 model `pretrain` left, beside the same model from random init, on BBC News
-topics. `tour` builds a model and runs it on one sentence.
+topics. `predict` runs a saved model on text and prints one JSON object per
+input (see `kbert.jobs.predict_run`); `export` writes it for serving, a
+SavedModel that reads strings or ONNX (see `kbert.jobs.export_run`). `tour` builds a model and runs it on one sentence.
 `--backend` selects the Keras backend (the process re-starts itself with
 `KERAS_BACKEND` set when needed). `pretrain` and `finetune` save a checkpoint
 every `--save-every` steps and on Ctrl-C or SIGTERM: rerunning the same command
@@ -74,7 +78,30 @@ def _parser():
     _resume_arguments(pretrain)
     pretrain.add_argument("--backend", choices=BACKENDS, help="Keras backend for this run")
     _finetune_parser(commands)
+    _predict_parser(commands)
+    export = commands.add_parser("export", help="write a saved model for serving: a SavedModel that reads strings "
+                                                "(tensorflow backend) or ONNX (torch backend)")
+    export.add_argument("--model", required=True, help="what predict --model takes")
+    export.add_argument("--format", required=True, choices=("saved_model", "onnx"))
+    export.add_argument("--output", required=True, help="a new folder")
+    export.add_argument("--backend", choices=BACKENDS, help="Keras backend for this run")
     return parser
+
+
+def _predict_parser(commands):
+    predict = commands.add_parser(
+        "predict", help="run a saved model on text: one JSON object per input on stdout")
+    predict.add_argument("--model", required=True,
+                         help="a kbert .keras file, a run folder of kbert finetune or pretrain, or a Hugging "
+                              "Face folder with a task head")
+    predict.add_argument("--text", help="the text (the context, for question answering)")
+    predict.add_argument("--text-pair", help="the second text, for a sentence-pair classifier")
+    predict.add_argument("--question", help="the question, for question answering")
+    predict.add_argument("--input", help="a JSONL file: one object a line with text (and text_pair, "
+                                         "question or choices)")
+    predict.add_argument("--top-k", type=int, default=5, help="fill-mask: tokens per mask (default 5)")
+    predict.add_argument("--max-new-tokens", type=int, default=32, help="generation: new tokens (default 32)")
+    predict.add_argument("--backend", choices=BACKENDS, help="Keras backend for this run")
 
 
 def _finetune_parser(commands):
@@ -200,6 +227,12 @@ def main(argv=None):
         pretrain(args)
     elif args.command == "finetune":
         finetune(args)
+    elif args.command == "predict":
+        _one_line_errors(lambda: _predict(args))
+    elif args.command == "export":
+        from kbert.jobs.export_run import run_export
+
+        _one_line_errors(lambda: run_export(args.model, args.format, args.output))
     return 0
 
 
@@ -255,3 +288,18 @@ def _finetune(args):
         raise ValueError(f"finetune needs {', '.join(missing)} too (or no data arguments, for the BBC News demo).")
     return finetuning_run.run_finetuning(args.task, args.checkpoint, args.train, args.validation,
                                          vocabulary=args.vocabulary, output=args.output, **options)
+
+
+def _predict(args):
+    """`kbert predict`: the inputs from --text (and --text-pair, --question) or from --input."""
+    from kbert.jobs.predict_run import read_inputs, run_predict
+
+    if (args.text is None) == (args.input is None):
+        raise ValueError("predict needs --text or --input (one of them).")
+    if args.input is not None:
+        if args.text_pair or args.question:
+            raise ValueError("--text-pair and --question go with --text; put them in the --input lines.")
+        inputs = read_inputs(args.input)
+    else:
+        inputs = [{"text": args.text, "text_pair": args.text_pair, "question": args.question}]
+    run_predict(args.model, inputs, top_k=args.top_k, max_new_tokens=args.max_new_tokens)

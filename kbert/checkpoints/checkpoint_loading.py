@@ -4,7 +4,8 @@
   (WordPiece; lower-cased unless `tokenizer_config.json` says
   `do_lower_case: false`) or `spiece.model` (SentencePiece);
 - a kbert `model.keras` (a backbone, or a pretrainer or task that wraps one,
-  as `kbert pretrain` writes) with its `vocab.txt` beside it;
+  as `kbert pretrain` writes): its tokenizer is the one saved inside it (its
+  `preprocessor`), or, for older files, the `vocab.txt` beside it;
 - a builder name (`bert_mini`, `t5_small`, ...): random initialisation, the
   from-scratch control, sized to the vocabulary.
 
@@ -49,6 +50,32 @@ def _vocabulary_beside(folder, checkpoint):
     raise FileNotFoundError(
         f"No vocab.txt or spiece.model beside {checkpoint}; pass --vocabulary."
     )
+
+
+def tokenizer_beside(folder):
+    """The tokenizer of the vocabulary files in `folder`, or `None` when it has none.
+
+    `vocab.txt` is WordPiece (lower-cased unless `tokenizer_config.json` says
+    `do_lower_case: false`), `spiece.model` SentencePiece, `vocab.json` with
+    `merges.txt` byte-level BPE (GPT-2, RoBERTa, BART).
+    """
+    from kbert.text import BytePairTokenizer
+
+    files = {name: os.path.join(folder, name) for name in ("vocab.txt", "spiece.model", "vocab.json", "merges.txt")}
+    if os.path.isfile(files["vocab.json"]) and os.path.isfile(files["merges.txt"]):
+        return BytePairTokenizer(files["vocab.json"], files["merges.txt"])
+    for name in ("vocab.txt", "spiece.model"):
+        if os.path.isfile(files[name]):
+            return _tokenizer(files[name], _lowercase(folder))
+    return None
+
+
+def _saved_tokenizer(model, vocabulary, checkpoint):
+    """The tokenizer saved in `model` (its preprocessor) unless `vocabulary` is given; else the one beside."""
+    saved = getattr(model, "preprocessor", None)
+    if vocabulary is None and saved is not None:
+        return saved.tokenizer
+    return _tokenizer(vocabulary or _vocabulary_beside(os.path.dirname(checkpoint) or ".", checkpoint))
 
 
 def _backbone_of(model, path):
@@ -104,8 +131,9 @@ def load_checkpoint(checkpoint, vocabulary=None, texts=()):
         if not os.path.isfile(checkpoint):
             raise FileNotFoundError(f"--checkpoint file not found: {checkpoint}")
         import kbert.pretraining  # noqa: F401  (registers the pretrainers a saved model may be)
-        backbone = _backbone_of(keras.saving.load_model(checkpoint), checkpoint)
-        tokenizer = _tokenizer(vocabulary or _vocabulary_beside(os.path.dirname(checkpoint) or ".", checkpoint))
+        model = keras.saving.load_model(checkpoint)
+        backbone = _backbone_of(model, checkpoint)
+        tokenizer = _saved_tokenizer(model, vocabulary, checkpoint)
     elif "/" in checkpoint or os.sep in checkpoint:  # a path, where builder names have none
         raise FileNotFoundError(f"--checkpoint not found: {checkpoint}")
     else:

@@ -17,6 +17,7 @@ import numpy as np
 
 from kbert.models.t5 import T5
 from kbert.tasks import metrics, readers
+from kbert.tasks.question_answering_dataset import question_answering_window_sizes
 from kbert.jobs.finetuning_task import FinetuningTask
 from kbert.tasks.multiple_choice import MultipleChoice
 from kbert.tasks.seq2seq_lm import Seq2SeqLM
@@ -24,19 +25,6 @@ from kbert.tasks.span_question_answering import SpanQuestionAnswering
 from kbert.jobs.task_examples import TaskExamples
 from kbert.tasks.text_classifier import TextClassifier
 from kbert.tasks.token_classifier import TokenClassifier
-
-
-def question_answering_window_sizes(sequence_length):
-    """`max_query_length` and `doc_stride` for windows of `sequence_length` tokens.
-
-    BERT's SQuAD settings (64 and 128 at 384 tokens), kept for longer windows
-    and scaled down for shorter ones: a question takes at most half the window
-    and windows start a third of the window apart.
-
-    >>> question_answering_window_sizes(384), question_answering_window_sizes(32)
-    ({'max_query_length': 64, 'doc_stride': 128}, {'max_query_length': 16, 'doc_stride': 10})
-    """
-    return dict(max_query_length=min(64, sequence_length // 2), doc_stride=min(128, sequence_length // 3))
 
 
 def read(task, path, train=None):

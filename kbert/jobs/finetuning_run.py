@@ -22,7 +22,10 @@ The steps:
 5. predict the validation set (generate, for text to text) and score it
    with the task's usual metrics (`kbert.tasks.metrics`);
 6. save `metrics.json`, the predictions (`predictions.jsonl`, one line per
-   validation example or question) and the fine-tuned `model.keras`.
+   validation example or question) and the fine-tuned `model.keras`, with
+   its preprocessor inside (the tokenizer, the sequence length, the label
+   names and, for SQuAD 2.0, the no-answer threshold): `kbert predict` reads
+   text with that one file.
 
 `run_bbc_news_comparison` is what `kbert finetune` runs with no data
 arguments: the pretrain → fine-tune paradigm on real data, offline.
@@ -134,6 +137,10 @@ def finetune(task, backbone, tokenizer, train_examples, validation_examples, out
                "train_examples": len(train_examples.examples),
                "validation_examples": len(validation_examples.examples), **scores,
                "wall_time_seconds": round(run.elapsed_seconds(), 1)}
+    from kbert.text.text_preprocessor import TextPreprocessor  # imports TensorFlow
+
+    model.preprocessor = TextPreprocessor(tokenizer, sequence_length, labels=train_examples.labels,
+                                          no_answer_threshold=scores.get("no_answer_threshold"))
     _write(output, metrics, predictions, model)
     run.finish()
     log("Validation: " + ", ".join(f"{k} {v:.4f}" for k, v in scores.items()))

@@ -11,6 +11,7 @@ epoch length of its `fit`, the demo size and the files it saves.
 import json
 import os
 
+from kbert.checkpoints.checkpoint_loading import tokenizer_beside
 from kbert.jobs.learning_curve import save_learning_curve
 from kbert.training.optimizers import create_optimizer
 
@@ -42,11 +43,29 @@ def saved_vocabulary(output, learn, documents, vocabulary_size, kind, log):
     return path
 
 
+def run_preprocessor(output, sequence_length):
+    """A `TextPreprocessor` over the tokenizer files the run wrote to `output`, or `None`.
+
+    ELMo's `vocab.txt` is a word list, no WordPiece vocabulary (its model reads
+    characters): a vocabulary without BERT's special tokens gives `None`.
+    """
+    from kbert.text.text_preprocessor import TextPreprocessor
+
+    try:
+        tokenizer = tokenizer_beside(output)
+    except ValueError:
+        return None
+    return None if tokenizer is None else TextPreprocessor(tokenizer, sequence_length)
+
+
 def save_run(run, model, metrics, title, saved_files, log):
     """Save `model`, the metrics and the learning curve (titled `title`) to `run.output`; end `run`.
 
     `saved_files` names every file the run leaves (the tokenizer's too), for the log line.
+    The model's preprocessor (`run_preprocessor`) is saved inside `model.keras`.
     """
+    if getattr(model, "preprocessor", "absent") is None:
+        model.preprocessor = run_preprocessor(run.output, run.arguments.get("sequence_length", 128))
     model.save(os.path.join(run.output, "model.keras"))
     with open(os.path.join(run.output, "metrics.json"), "w") as f:
         json.dump(metrics, f, indent=2)

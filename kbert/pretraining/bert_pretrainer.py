@@ -6,11 +6,14 @@ masked-LM head built from a backbone's own settings.
 """
 
 import keras
+import numpy as np
 from keras import ops
+from scipy.special import softmax
 
 from kbert.backend_utils import scale_loss_for_replicas
 from kbert.input_checks import PREDICTIONS, ids, positions, weights
 from kbert.layers.masked_lm_head import MaskedLMHead
+from kbert.text.text_checks import check_texts
 from kbert.training.objective_metrics import add_objective_metrics, track_objective
 from kbert.training.losses import weighted_cross_entropy
 from kbert.training.task import Task, backbone_inputs, require_keys
@@ -183,3 +186,42 @@ class BertPretrainer(Task):
             )
             loss = loss + track_objective(self, "pair", pair_loss, y["pair_labels"], pair_logits)
         return scale_loss_for_replicas(loss)
+
+    def fill_mask(self, texts, top_k=5, batch_size=32):
+        """The `top_k` most likely tokens, with their probabilities, for each mask token of texts.
+
+        Needs `self.preprocessor`; the mask is the tokenizer's (`[MASK]` for
+        WordPiece, `<mask>` for RoBERTa's byte-level BPE), written in the text.
+
+        Returns:
+            Per text, `{"predictions": [[{"token", "token_id", "score"}, ... top_k], ... one list
+            per mask]}`; one dict for one string.
+
+        Example:
+        ```python
+        pretrainer.fill_mask("Paris is the [MASK] of France.", top_k=2)
+        # {"predictions": [[{"token": "capital", "token_id": 3007, "score": 0.91}, ...]]}
+        ```
+        """
+        preprocessor = self.text_preprocessor("fill_mask")
+        texts, single = check_texts(texts)
+        if int(top_k) < 1:
+            raise ValueError(f"top_k must be at least 1; received {top_k}.")
+        inputs = preprocessor.encode(texts)
+        positions = [np.flatnonzero(row == preprocessor.tokenizer.mask_id) for row in inputs["token_ids"]]
+        for index, found in enumerate(positions):
+            if not found.size:
+                raise ValueError(f"text {index} has no mask token (within the first "
+                                 f"{preprocessor.sequence_length} tokens) to fill.")
+        inputs["mask_positions"] = np.zeros((len(texts), max(map(len, positions))), np.int32)
+        for index, found in enumerate(positions):
+            inputs["mask_positions"][index, : len(found)] = found
+        logits = self.predict(inputs, batch_size=batch_size, verbose=0)["mlm_logits"]
+        scores = softmax(np.asarray(logits, np.float64), axis=-1)
+        results = []
+        for row, found in zip(scores, positions):
+            best = np.argsort(-row[: len(found)], axis=-1, kind="stable")[:, : int(top_k)]
+            results.append({"predictions": [
+                [{"token": preprocessor.token_string(i), "token_id": int(i), "score": float(slot[i])} for i in ids]
+                for slot, ids in zip(row, best)]})
+        return results[0] if single else results

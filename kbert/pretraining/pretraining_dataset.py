@@ -303,7 +303,8 @@ def pretraining_dataset(
         alone: `token_ids` and `padding_mask` int32 `(B, L)`). `x`: `token_ids`,
         `segment_ids`, `padding_mask` int32 `(B, L)`, `mask_positions` int32
         `(B, P)`; for `span` also `span_left`, `span_right`, `span_offsets`
-        int32 `(B, P)`; `plm` and `structbert` add theirs (module docstring). `y`: `mask_ids` int32 `(B, P)`, `mask_weights` float32
+        int32 `(B, P)`; `plm` and `structbert` add theirs (module docstring).
+        `y`: `mask_ids` int32 `(B, P)`, `mask_weights` float32
         `(B, P)`, and for `mlm_nsp` and `sop` `pair_labels` int32 `(B,)` (1 =
         random next segment / swapped order), and for `structbert`
         `pair_labels` (0 next, 1 previous, 2 other document), `order_ids`

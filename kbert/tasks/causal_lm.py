@@ -4,6 +4,7 @@ import keras
 from keras import ops
 
 from kbert.backend_utils import scale_loss_for_replicas
+from kbert.text.text_checks import check_texts
 from kbert.generation.causal_lm_generator import CausalLMGenerator
 from kbert.training.objective_metrics import add_objective_metrics, track_objective
 from kbert.training.losses import weighted_cross_entropy
@@ -82,3 +83,12 @@ class CausalLM(GeneratingTask):
         loss = weighted_cross_entropy(targets, logits, weights)
         track_objective(self, "clm", loss, targets, logits, weights)
         return scale_loss_for_replicas(loss)
+
+    def _generate_text(self, prompts, max_new_tokens, strategy, options):
+        preprocessor = self.text_preprocessor("generate")
+        prompts, single = check_texts(prompts, "prompt")
+        token_ids, padding_mask = preprocessor.pad(preprocessor.token_ids(prompts), self.backbone.pad_id, left=True)
+        generated = self.generate({"token_ids": token_ids, "padding_mask": padding_mask},
+                                  max_new_tokens, strategy, **options)
+        texts = preprocessor.decode(generated, self.backbone.end_id)
+        return texts[0] if single else texts

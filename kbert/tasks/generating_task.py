@@ -30,16 +30,23 @@ class GeneratingTask(Task):
         self.built = True
 
     def generate(self, inputs, max_new_tokens=64, strategy="greedy", **options):
-        """Generated ids `(batch, max_new_tokens)` (int32 NumPy) for the prompts in `inputs`.
+        """Generated ids `(batch, max_new_tokens)` (int32 NumPy) for the prompts in `inputs`; text for text.
+
+        Given a string (or a list of them) and a `preprocessor`, the texts are
+        tokenized and framed as the model was trained, and the output up to
+        the end id comes back as a string (a list of them).
 
         Args:
-            inputs: the dict the subclass describes (the prompts, or the encoder inputs).
+            inputs: the dict the subclass describes (the prompts, or the encoder
+                inputs); or a string, or a list of them.
             max_new_tokens: length of the generated buffer; after its end id a
                 row is padded.
             strategy: `"greedy"`, `"sample"` or `"beam"`.
             **options: the other arguments of `GENERATOR` (`temperature`,
                 `top_k`, `top_p`, `num_beams`, `seed`, ...).
         """
+        if isinstance(inputs, (str, list, tuple)):
+            return self._generate_text(inputs, max_new_tokens, strategy, options)
         key = (max_new_tokens, strategy, tuple(sorted(options.items())))
         if key not in self._generators:
             self._generators[key] = self.GENERATOR(

@@ -15,6 +15,8 @@ from kbert.tasks.heads import (
     labelled,
     task_targets,
 )
+from kbert.tasks.text_results import probabilities
+from kbert.text.text_checks import check_texts
 from kbert.training.losses import weighted_cross_entropy
 from kbert.training.task import Task, require_keys
 
@@ -119,3 +121,43 @@ class MultipleChoice(Task):
         logits = ops.cast(y_pred, "float32")
         self.accuracy.update_state(labels, logits, sample_weight=weights)
         return scale_loss_for_replicas(weighted_cross_entropy(labels, logits, weights))
+
+    def choose(self, contexts, endings, batch_size=32):
+        """The ending that best follows each context, and every ending's probability.
+
+        Needs `self.preprocessor`. Each (context, ending) pair is packed as
+        `[CLS] context [SEP] ending [SEP]`, as in training.
+
+        Args:
+            contexts: a string or a list of strings.
+            endings: for one context, its `num_choices` endings; for a list,
+                one such list per context.
+
+        Returns:
+            Per context, `{"choice": index, "ending": text, "scores": [probability, ...]}`;
+            one dict for one string.
+
+        Example:
+        ```python
+        model.choose("She opened the door", ["and walked in.", "and the sky is green."])
+        # {"choice": 0, "ending": "and walked in.", "scores": [0.9, 0.1]}
+        ```
+        """
+        preprocessor = self.text_preprocessor("choose")
+        contexts, single = check_texts(contexts, "context")
+        endings = [endings] if single else endings
+        if len(endings) != len(contexts):
+            raise ValueError(f"{len(contexts)} contexts but {len(endings)} lists of endings.")
+        flat = []
+        for index, row in enumerate(endings):
+            row, _ = check_texts(row, f"context {index}'s ending")
+            if len(row) != self.num_choices:
+                raise ValueError(f"Context {index} has {len(row)} endings; this model chooses among "
+                                 f"{self.num_choices}.")
+            flat += row
+        inputs = preprocessor.encode([c for c in contexts for _ in range(self.num_choices)], flat)
+        inputs = {name: value.reshape(len(contexts), self.num_choices, -1) for name, value in inputs.items()}
+        scores = probabilities(self.predict(inputs, batch_size=batch_size, verbose=0))
+        results = [{"choice": int(row.argmax()), "ending": ends[int(row.argmax())], "scores": row.tolist()}
+                   for row, ends in zip(scores, endings)]
+        return results[0] if single else results

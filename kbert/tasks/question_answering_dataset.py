@@ -68,6 +68,19 @@ def _tokenized(tokenizer, texts, with_offsets):
     return results
 
 
+def question_answering_window_sizes(sequence_length):
+    """`max_query_length` and `doc_stride` for windows of `sequence_length` tokens.
+
+    BERT's SQuAD settings (64 and 128 at 384 tokens), kept for longer windows
+    and scaled down for shorter ones: a question takes at most half the window
+    and windows start a third of the window apart.
+
+    >>> question_answering_window_sizes(384), question_answering_window_sizes(32)
+    ({'max_query_length': 64, 'doc_stride': 128}, {'max_query_length': 16, 'doc_stride': 10})
+    """
+    return dict(max_query_length=min(64, sequence_length // 2), doc_stride=min(128, sequence_length // 3))
+
+
 def context_windows(num_tokens, max_tokens, doc_stride):
     """`(start, length)` of the windows over `num_tokens` context tokens (one if none).
 

@@ -69,7 +69,8 @@ def _delimited_rows(path, delimiter, has_header):
             yield reader.line_num, dict(zip(header or range(len(values)), values))
 
 
-def _json_rows(path):
+def json_rows(path):
+    """`(line number, object)` for every non-blank line of a JSONL file; a `ValueError` names a bad line."""
     with _open(path) as f:
         for line_number, line in enumerate(f, start=1):
             if not line.strip():
@@ -98,7 +99,7 @@ def _table_rows(path, columns, optional=()):
     if file_format == "jsonl":
         if by_position:
             raise ValueError(f"{path}: JSON lines have no column positions; name the keys.")
-        rows = _json_rows(path)
+        rows = json_rows(path)
     else:
         rows = _delimited_rows(path, "\t" if file_format == "tsv" else ",", not by_position)
     wanted = None

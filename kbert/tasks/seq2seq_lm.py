@@ -4,6 +4,7 @@ import keras
 from keras import ops
 
 from kbert.backend_utils import scale_loss_for_replicas
+from kbert.text.text_checks import check_texts
 from kbert.input_checks import ids
 from kbert.generation.seq2seq_generator import Seq2SeqGenerator
 from kbert.tasks.generating_task import GeneratingTask
@@ -67,3 +68,12 @@ class Seq2SeqLM(GeneratingTask):
             weights = weights * ops.cast(ops.reshape(sample_weight, (-1, 1)), "float32")
         loss = ops.sum(losses * weights) / ops.maximum(ops.sum(weights), 1.0)
         return scale_loss_for_replicas(loss)
+
+    def _generate_text(self, sources, max_new_tokens, strategy, options):
+        preprocessor = self.text_preprocessor("generate")
+        sources, single = check_texts(sources, "source")
+        token_ids, padding_mask = preprocessor.pad(preprocessor.source_ids(sources), self.backbone.pad_id)
+        generated = self.generate({"encoder_token_ids": token_ids, "encoder_padding_mask": padding_mask},
+                                  max_new_tokens, strategy, **options)
+        texts = preprocessor.decode(generated, self.backbone.end_id)
+        return texts[0] if single else texts

@@ -67,6 +67,42 @@ def _best_window_spans(start_logits, end_logits, start_allowed, end_allowed, n_b
     return starts[windows, best // starts.shape[1]], ends[windows, best % starts.shape[1]], scores[windows, best]
 
 
+def best_spans(start_logits, end_logits, offsets, question_ids, contexts, n_best=20, max_answer_length=30,
+               max_context_mask=None):
+    """Each question's best span over its windows, with its score and its no-answer score.
+
+    The arguments are `decode_answers`'. Returns a dict from question id to
+    `{"start", "end", "score", "no_answer_score"}`: the span's `[start, end)`
+    characters in the context (`None` when no window has a valid span, whose
+    score is then -inf), its score (start + end logit) and the question's
+    no-answer score (the smallest [CLS] score over its windows).
+
+    >>> offsets = [[(-1, -1), (-1, -1), (0, 5), (6, 8)]]
+    >>> best_spans([[1.0, 0.0, 4.0, 0.0]], [[1.0, 0.0, 3.0, 2.0]], offsets, ["q"], {"q": "Paris is"})
+    {'q': {'start': 0, 'end': 5, 'score': 7.0, 'no_answer_score': 2.0}}
+    """
+    if not (isinstance(n_best, int) and n_best >= 1 and isinstance(max_answer_length, int) and max_answer_length >= 1):
+        raise ValueError(f"`n_best` and `max_answer_length` must be positive integers, got {n_best} and "
+                         f"{max_answer_length}.")
+    start_logits, end_logits, offsets, in_context, start_allowed = _checked_inputs(
+        start_logits, end_logits, offsets, question_ids, contexts, max_context_mask)
+    starts, ends, scores = _best_window_spans(
+        start_logits, end_logits, start_allowed, in_context, n_best, max_answer_length)
+    null_scores = start_logits[:, 0] + end_logits[:, 0]
+    best, null = {}, {}  # question id -> (score, window) of its best span; its no-answer score
+    for window, qid in enumerate(question_ids):
+        if qid not in best or scores[window] > best[qid][0]:
+            best[qid] = (scores[window], window)
+        null[qid] = min(null.get(qid, np.inf), null_scores[window])
+    spans = {}
+    for qid, (score, window) in best.items():
+        found = score > -np.inf
+        spans[qid] = {"start": int(offsets[window, starts[window], 0]) if found else None,
+                      "end": int(offsets[window, ends[window], 1]) if found else None,
+                      "score": float(score), "no_answer_score": float(null[qid])}
+    return spans
+
+
 def decode_answers(start_logits, end_logits, offsets, question_ids, contexts, n_best=20, max_answer_length=30,
                    no_answer_threshold=None, max_context_mask=None):
     """Answer texts for SQuAD questions from the span logits of their windows.
@@ -112,24 +148,13 @@ def decode_answers(start_logits, end_logits, offsets, question_ids, contexts, n_
     >>> answers, differences
     ({'q1': 'France'}, {'q1': -8.0})
     """
-    if not (isinstance(n_best, int) and n_best >= 1 and isinstance(max_answer_length, int) and max_answer_length >= 1):
-        raise ValueError(f"`n_best` and `max_answer_length` must be positive integers, got {n_best} and "
-                         f"{max_answer_length}.")
-    start_logits, end_logits, offsets, in_context, start_allowed = _checked_inputs(
-        start_logits, end_logits, offsets, question_ids, contexts, max_context_mask)
-    starts, ends, scores = _best_window_spans(
-        start_logits, end_logits, start_allowed, in_context, n_best, max_answer_length)
-    null_scores = start_logits[:, 0] + end_logits[:, 0]
-    best, null = {}, {}  # question id -> (score, window) of its best span; its no-answer score
-    for window, qid in enumerate(question_ids):
-        if qid not in best or scores[window] > best[qid][0]:
-            best[qid] = (scores[window], window)
-        null[qid] = min(null.get(qid, np.inf), null_scores[window])
+    spans = best_spans(start_logits, end_logits, offsets, question_ids, contexts, n_best, max_answer_length,
+                       max_context_mask)
     answers, differences = {}, {}
-    for qid, (score, window) in best.items():
-        differences[qid] = float(null[qid] - score)
-        if score == -np.inf or (no_answer_threshold is not None and differences[qid] > no_answer_threshold):
+    for qid, span in spans.items():
+        differences[qid] = span["no_answer_score"] - span["score"]
+        if span["start"] is None or (no_answer_threshold is not None and differences[qid] > no_answer_threshold):
             answers[qid] = ""
         else:
-            answers[qid] = contexts[qid][offsets[window, starts[window], 0]:offsets[window, ends[window], 1]]
+            answers[qid] = contexts[qid][span["start"]:span["end"]]
     return answers, differences

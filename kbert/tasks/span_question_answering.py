@@ -8,6 +8,9 @@ from kbert.backend_utils import is_eager_tensor, scale_loss_for_replicas
 from kbert.input_checks import check_ids_in_range, mask, positions
 from kbert.layers.attention_mask import MASKED_SCORE
 from kbert.tasks.heads import encode, feature_route, head_dense, labelled, task_targets
+from kbert.tasks.question_answering_dataset import question_answering_window_sizes, question_answering_windows
+from kbert.tasks.span_decoding import best_spans
+from kbert.text.text_checks import check_texts
 from kbert.training.losses import weighted_cross_entropy
 from kbert.training.task import Task
 
@@ -146,3 +149,56 @@ class SpanQuestionAnswering(Task):
             loss = loss + weighted_cross_entropy(positions, logits, weights) / 2.0
             metric.update_state(positions, logits, sample_weight=weights)
         return scale_loss_for_replicas(loss)
+
+    def answer(self, questions, contexts, batch_size=32, n_best=20, max_answer_length=30):
+        """Answers cut from the contexts: text, character span and score; "" when unanswerable.
+
+        Needs `self.preprocessor`. Each question is packed with windows over
+        its context, `[CLS] question [SEP] context-window [SEP]` of the
+        preprocessor's `sequence_length` (as `kbert finetune --task qa`
+        packs them), and the best span over the windows is found with the
+        n-best search of `kbert.tasks.span_decoding`. With the
+        preprocessor's `no_answer_threshold` (SQuAD 2.0 models) the answer is
+        "" when the no-answer score beats the best span's by more than it.
+
+        Returns:
+            Per question, `{"answer", "start", "end", "score"}`: `context[start:end]`
+            and the span's score (start + end logit); for no answer `""`,
+            `None` spans and the no-answer score. One dict for one question.
+
+        Example:
+        ```python
+        reader.answer("Where is Paris?", "Paris is in France.")
+        # {"answer": "France", "start": 12, "end": 18, "score": 7.1}
+        ```
+        """
+        preprocessor = self.text_preprocessor("answer")
+        questions, single = check_texts(questions, "question")
+        if contexts is None:
+            raise ValueError("A question needs a context to find its answer in; none was given.")
+        contexts, _ = check_texts([contexts] if isinstance(contexts, str) else contexts, "context")
+        if len(contexts) != len(questions):
+            raise ValueError(f"{len(questions)} questions but {len(contexts)} contexts; give one context each.")
+        examples = [{"id": str(i), "question": q, "context": c, "answers": []}
+                    for i, (q, c) in enumerate(zip(questions, contexts))]
+        length = preprocessor.sequence_length
+        windows = question_answering_windows(examples, preprocessor.tokenizer, length,
+                                             **question_answering_window_sizes(length))
+        inputs = {name: windows[name].astype("int32")
+                  for name in ("token_ids", "segment_ids", "padding_mask", "question_mask")}
+        logits = self.predict(inputs, batch_size=batch_size, verbose=0)
+        spans = best_spans(logits["start_logits"], logits["end_logits"], windows["offsets"], windows["question_ids"],
+                           {e["id"]: e["context"] for e in examples}, n_best, max_answer_length,
+                           windows["max_context_mask"])
+        results = [_answer(spans[e["id"]], e["context"], preprocessor.no_answer_threshold) for e in examples]
+        return results[0] if single else results
+
+
+def _answer(span, context, no_answer_threshold):
+    """`{"answer", "start", "end", "score"}` of a question's best span (see `answer`)."""
+    unanswered = span["start"] is None or (
+        no_answer_threshold is not None and span["no_answer_score"] - span["score"] > no_answer_threshold)
+    if unanswered:
+        return {"answer": "", "start": None, "end": None, "score": span["no_answer_score"]}
+    return {"answer": context[span["start"]:span["end"]], "start": span["start"], "end": span["end"],
+            "score": span["score"]}

@@ -8,6 +8,8 @@ from kbert.backend_utils import scale_loss_for_replicas
 from kbert.input_checks import check_ids_in_range, labels
 from kbert.layers.activations import get_activation, serialize_activation
 from kbert.tasks.heads import encode, feature_route, head_dense, head_dropout, labelled, task_targets
+from kbert.tasks.text_results import classification_results
+from kbert.text.text_checks import check_texts
 from kbert.training.losses import weighted_cross_entropy, weighted_mean
 from kbert.training.task import Task
 
@@ -159,3 +161,37 @@ class TextClassifier(Task):
         labels = ops.where(weights > 0, labels, 0.0)
         self.label_metric.update_state(labels[:, None], predictions[:, None], weights)
         return scale_loss_for_replicas(weighted_mean(ops.square(predictions - labels), weights))
+
+    def classify(self, texts, text_pairs=None, batch_size=32):
+        """Label names with probabilities (a value, for regression) for texts or text pairs.
+
+        Needs `self.preprocessor` (a `kbert.text.TextPreprocessor`; its
+        `labels` name the classes, `LABEL_i` when it has none). Texts are
+        packed as in training, `[CLS] A [SEP] (B [SEP])`, cut to its
+        `sequence_length`.
+
+        Args:
+            texts: a string or a list of strings.
+            text_pairs: the second texts (as many), or `None`.
+            batch_size: rows per model call.
+
+        Returns:
+            Per text, `{"label", "score", "scores": {label: probability}}`
+            (softmax), or `{"value"}` for regression; one dict for one string.
+
+        Example:
+        ```python
+        classifier.classify("A fine film.")  # {"label": "positive", "score": 0.93, "scores": {...}}
+        ```
+        """
+        preprocessor = self.text_preprocessor("classify")
+        texts, single = check_texts(texts)
+        pairs = None
+        if text_pairs is not None:
+            pairs, _ = check_texts([text_pairs] if single and isinstance(text_pairs, str) else text_pairs,
+                                   "text pair")
+            if len(pairs) != len(texts):
+                raise ValueError(f"{len(texts)} texts but {len(pairs)} text pairs; give one pair per text.")
+        logits = self.predict(preprocessor.encode(texts, pairs), batch_size=batch_size, verbose=0)
+        results = classification_results(logits, preprocessor.label_name)
+        return results[0] if single else results

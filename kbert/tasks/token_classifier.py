@@ -7,6 +7,8 @@ from kbert.arguments import integer
 from kbert.backend_utils import scale_loss_for_replicas
 from kbert.input_checks import TOKENS, check_ids_in_range, labels
 from kbert.tasks.heads import encode, feature_route, head_dense, head_dropout, labelled, task_targets
+from kbert.tasks.text_results import merge_entities, probabilities, tagged_pieces
+from kbert.text.text_checks import check_texts
 from kbert.training.losses import weighted_cross_entropy
 from kbert.training.task import Task
 
@@ -103,3 +105,33 @@ class TokenClassifier(Task):
         loss = weighted_cross_entropy(labels, y_pred, weights)
         self.accuracy.update_state(labels, ops.cast(y_pred, "float32"), sample_weight=weights)
         return scale_loss_for_replicas(loss)
+
+    def tag(self, texts, batch_size=32):
+        """The entities of texts: label, character span, text and score, merged from word pieces.
+
+        Needs `self.preprocessor` (its `labels` are the tags, e.g. IOB2's
+        `B-PER`, `I-PER`, `O`). A word takes its first piece's tag and
+        probability; neighbouring words of one type merge into an entity
+        scored by their mean; `O` words are left out (transformers'
+        `aggregation_strategy="first"`). Tokens past the preprocessor's
+        `sequence_length` are not tagged.
+
+        Returns:
+            Per text, `{"entities": [{"label", "start", "end", "text", "score"}, ...]}`
+            (`text[start:end]` is the entity's text); one dict for one string.
+
+        Example:
+        ```python
+        tagger.tag("Ada Lovelace lived in London.")
+        # {"entities": [{"label": "PER", "start": 0, "end": 12, "text": "Ada Lovelace", ...}, ...]}
+        ```
+        """
+        preprocessor = self.text_preprocessor("tag")
+        texts, single = check_texts(texts)
+        inputs, offsets = preprocessor.encode_with_offsets(texts)
+        scores = probabilities(self.predict(inputs, batch_size=batch_size, verbose=0))
+        results = []
+        for text, token_ids, row_offsets, row_scores in zip(texts, inputs["token_ids"], offsets, scores):
+            pieces = tagged_pieces(text, token_ids, row_offsets, row_scores, preprocessor)
+            results.append({"entities": merge_entities(text, pieces, preprocessor.label_name)})
+        return results[0] if single else results

@@ -64,6 +64,26 @@ def learn_byte_pair_vocabulary(texts, vocabulary_size, directory):
     return vocabulary, merges
 
 
+def _vocabulary_table(vocabulary):
+    """The token-to-id dict of a `vocab.json` path, or of a dict (checked either way)."""
+    if isinstance(vocabulary, dict):
+        if not vocabulary:
+            raise ValueError("The byte-pair vocabulary is empty.")
+        return dict(vocabulary)
+    return _read_vocabulary(os.fspath(vocabulary))
+
+
+def _merge_rules(merges):
+    """The merge rules (lines) of a `merges.txt` path, or a list of them."""
+    if isinstance(merges, (list, tuple)):
+        return list(merges)
+    merges = os.fspath(merges)
+    if not os.path.isfile(merges):
+        raise ValueError(f"Byte-pair merges file not found: {merges!r}.")
+    with open(merges, encoding="utf-8") as f:
+        return [line.rstrip() for line in f]
+
+
 def _read_vocabulary(vocabulary):
     if not os.path.isfile(vocabulary):
         raise ValueError(f"Byte-pair vocabulary file not found: {vocabulary!r}.")
@@ -81,8 +101,8 @@ class BytePairTokenizer:
     """Text to byte-level BPE ids and back, as TensorFlow ops (GPT-2, RoBERTa, BART).
 
     Args:
-        vocabulary: path of `vocab.json`.
-        merges: path of `merges.txt`.
+        vocabulary: path of `vocab.json`, or its token-to-id dict.
+        merges: path of `merges.txt`, or its lines (merge rules) as a list.
         add_prefix_space: tokenize a text as if a space preceded it (so its
             first word gets the same ids as inside a sentence).
 
@@ -102,15 +122,13 @@ class BytePairTokenizer:
     """
 
     def __init__(self, vocabulary, merges, add_prefix_space=False):
-        vocabulary, merges = os.fspath(vocabulary), os.fspath(merges)
-        table = _read_vocabulary(vocabulary)
-        if not os.path.isfile(merges):
-            raise ValueError(f"Byte-pair merges file not found: {merges!r}.")
+        table = _vocabulary_table(vocabulary)
+        merges = _merge_rules(merges)
         self.vocabulary_size = max(table.values()) + 1
         for name, token in SPECIAL_TOKENS.items():
             setattr(self, f"{name}_id", table.get(token))
         self._tokenizer = keras_hub.tokenizers.BytePairTokenizer(
-            vocabulary=vocabulary,
+            vocabulary=table,
             merges=merges,
             add_prefix_space=add_prefix_space,
             unsplittable_tokens=[t for t in SPECIAL_TOKENS.values() if t in table],
@@ -126,6 +144,15 @@ class BytePairTokenizer:
             self._tokenizer._detokenize_tf,
             input_signature=[tf.RaggedTensorSpec([None, None], tf.int32)],
         )
+
+    def get_config(self):
+        """The constructor's arguments, the vocabulary and merges inline: JSON that rebuilds the tokenizer."""
+        return {"vocabulary": dict(self._tokenizer.vocabulary), "merges": list(self._tokenizer.merges),
+                "add_prefix_space": self._tokenizer.add_prefix_space}
+
+    @classmethod
+    def from_config(cls, config):
+        return cls(**config)
 
     def tokenize(self, texts):
         """Strings (scalar or batch) to int32 ids (a `tf.RaggedTensor` for a batch)."""

@@ -6,6 +6,7 @@ backend; training uses the `sentencepiece` package (`pip install
 sentencepiece`, in the `text` extra), imported when called.
 """
 
+import base64
 import io
 import os
 
@@ -97,6 +98,14 @@ class SentencePieceTokenizer:
         ids = ops.string_to_id(["<pad>", "</s>", "<unk>"]).numpy().tolist()
         self.pad_id, self.end_id, self.unknown_id = ids
         self.cls_id, self.sep_id = (self._piece_id(ops, piece) for piece in ("[CLS]", "[SEP]"))
+
+    def get_config(self):
+        """The constructor's arguments, the model's bytes in base64: JSON that rebuilds the tokenizer."""
+        return {"model": base64.b64encode(self.model).decode("ascii"), "add_end": self.add_end}
+
+    @classmethod
+    def from_config(cls, config):
+        return cls(base64.b64decode(config["model"]), config.get("add_end", False))
 
     def _ops(self):
         """A tensorflow-text tokenizer over the model, made anew for each use (milliseconds).

@@ -203,6 +203,26 @@ class WordPieceTokenizer:
             dtype=bool,
         )
 
+    def get_config(self):
+        """The constructor's arguments, the vocabulary as a list: JSON that rebuilds the tokenizer.
+
+        >>> tokenizer = WordPieceTokenizer(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "a"])
+        >>> WordPieceTokenizer(**tokenizer.get_config())("A a")
+        [5, 5]
+        """
+        return {
+            "vocabulary": self.vocabulary,
+            "lowercase": self.lowercase,
+            "strip_accents": self.strip_accents,
+            "split_on_cjk": self.split_on_cjk,
+            "max_chars_per_word": self.max_chars_per_word,
+            "unknown_token": self.unknown_token,
+        }
+
+    @classmethod
+    def from_config(cls, config):
+        return cls(**config)
+
     def save_vocabulary(self, path):
         """Write the vocabulary as a `vocab.txt`: one token per line, in id order."""
         with open(path, "w", encoding="utf-8") as f:

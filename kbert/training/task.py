@@ -21,6 +21,9 @@ class Task(InputChecks, keras.Model):
     backbones, and `from_config` rebuilds them, so a task round-trips
     through `.keras` files with no code of its own.
 
+    `preprocessor` (a `kbert.text.TextPreprocessor`, or `None`) lets the
+    task read and write text; it is saved in the config, vocabulary included.
+
     Inputs and targets are checked (`kbert.input_checks`): the wrapped
     backbone's (`CHECKED_BACKBONE`), and the subclass's own `INPUT_TABLE` and
     `TARGET_TABLE`.
@@ -43,16 +46,39 @@ class Task(InputChecks, keras.Model):
 
     CHECKED_BACKBONE = "backbone"
 
+    def __init__(self, *args, preprocessor=None, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.preprocessor = preprocessor
+
     def __call__(self, inputs, *args, **kwargs):
         check_inputs(self, inputs)
         return super().__call__(inputs, *args, **kwargs)
 
     def get_config(self):
-        return constructor_config(self)
+        config = constructor_config(self)
+        if getattr(self, "preprocessor", None) is not None:
+            config["preprocessor"] = self.preprocessor.get_config()
+        return config
 
     @classmethod
     def from_config(cls, config):
-        return cls(**deserialize_arguments(config))
+        config = dict(config)
+        preprocessor = config.pop("preprocessor", None)
+        model = cls(**deserialize_arguments(config))
+        if preprocessor is not None:
+            from kbert.text.text_preprocessor import TextPreprocessor
+
+            model.preprocessor = TextPreprocessor.from_config(preprocessor)
+        return model
+
+    def text_preprocessor(self, call):
+        """`self.preprocessor`, or a `ValueError` saying that the text-level `call` needs one."""
+        if getattr(self, "preprocessor", None) is None:
+            raise ValueError(
+                f"This {type(self).__name__} has no preprocessor, so {call} cannot read text: set "
+                "model.preprocessor = kbert.text.TextPreprocessor(tokenizer, ...) or pass token ids."
+            )
+        return self.preprocessor
 
 
 def require_keys(mapping, keys, what, owner):

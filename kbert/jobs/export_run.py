@@ -1,0 +1,72 @@
+"""The CLI's `kbert export`: a saved model for serving, as a TensorFlow SavedModel that reads strings or as ONNX.
+
+- `saved_model` (TensorFlow backend): a SavedModel whose `serve` signature
+  takes a batch of strings (`texts`), tokenizes and packs them in the graph
+  (tensorflow-text ops: load it with `import tensorflow_text` beside
+  `tf.saved_model.load`, no kbert needed) and returns the model's `logits`.
+  Classifiers and taggers, whose inputs are one text.
+- `onnx` (PyTorch backend): the token-level model, `token_ids`,
+  `segment_ids` and `padding_mask` in, with dynamic batch and length axes,
+  through Keras' exporter (`model.export(format="onnx")`, PyTorch's ONNX
+  exporter underneath).
+"""
+
+import os
+
+import keras
+
+from kbert.jobs.predict_run import load_predictor
+from kbert.tasks import TextClassifier, TokenClassifier
+
+# The backend that can produce each format.
+FORMATS = {"saved_model": "tensorflow", "onnx": "torch"}
+INPUTS = ("token_ids", "segment_ids", "padding_mask")
+
+
+def _check(format, output):
+    if format not in FORMATS:
+        raise ValueError(f"Unknown --format {format!r}; expected one of {', '.join(FORMATS)}.")
+    backend = keras.backend.backend()
+    if backend != FORMATS[format]:
+        raise ValueError(f"--format {format} is produced on the {FORMATS[format]} backend (add --backend "
+                         f"{FORMATS[format]}); this run is on {backend}.")
+    if os.path.exists(output) and os.listdir(output):
+        raise ValueError(f"--output {output} is not empty; give a new folder.")
+
+
+def export_saved_model(model, output):
+    """Write `model` (a classifier or tagger with a preprocessor) as a SavedModel that reads strings."""
+    import tensorflow as tf
+
+    if not isinstance(model, (TextClassifier, TokenClassifier)):
+        raise ValueError(f"--format saved_model exports classifiers and taggers; the model is a "
+                         f"{type(model).__name__}.")
+    preprocessor = model.text_preprocessor("export")
+    packer = preprocessor.packer()
+
+    def serve(texts):
+        inputs = packer(preprocessor.tokenizer.tokenize(texts))
+        return {"logits": model(inputs, training=False)}
+
+    archive = keras.export.ExportArchive()
+    archive.track(model)
+    archive.add_endpoint("serve", serve, input_signature=[tf.TensorSpec([None], tf.string, name="texts")])
+    archive.write_out(output, verbose=False)
+
+
+def export_onnx(model, output):
+    """Write the token-level `model` as `output/model.onnx` (dynamic batch and length)."""
+    if getattr(model, "backbone", None) is None or "token_ids" not in getattr(model.backbone, "input", {}):
+        raise ValueError(f"--format onnx exports task models over an encoder; the model is a {type(model).__name__}.")
+    names = [name for name in INPUTS if name in model.backbone.input]
+    signature = [{name: keras.InputSpec(shape=(None, None), dtype="int32", name=name) for name in names}]
+    os.makedirs(output, exist_ok=True)
+    model.export(os.path.join(output, "model.onnx"), format="onnx", input_signature=signature, verbose=False)
+
+
+def run_export(model, format, output, log=print):
+    """Load `model` (what `kbert predict --model` takes) and export it as `format` to the folder `output`."""
+    _check(format, output)
+    predictor = load_predictor(model)
+    (export_saved_model if format == "saved_model" else export_onnx)(predictor, output)
+    log(f"Exported {type(predictor).__name__} as {format} to {output}")
