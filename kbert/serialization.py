@@ -53,9 +53,9 @@ def constructor_config(model):
     `deserialize_arguments` of it gives the arguments that rebuild `model`.
 
     >>> import kbert
-    >>> config = constructor_config(kbert.models.bert_tiny(num_layers=1, name="tiny"))
-    >>> config["name"], config["num_layers"]
-    ('tiny', 1)
+    >>> config = constructor_config(kbert.models.bert_tiny(num_layers=1))
+    >>> config["num_layers"], config["trainable"], "name" in config
+    (1, True, True)
     """
     config = {"name": model.name, "trainable": model.trainable}
     return {**config, **attribute_config(model, skip=("name",))}
