@@ -40,6 +40,8 @@ OBJECTIVES = {
     "sop": "ALBERT",
     "span": "SpanBERT",
     "electra": "",
+    "structbert": "StructBERT: word and sentence order",
+    "plm": "XLNet's permutation LM: with --model xlnet_tiny ...",
     "clm": "GPT: with --model gpt2_tiny, gpt2_base ...",
     "bilm": "ELMo: with --model elmo_small or elmo_original",
     "bart": "denoising; with --model bart_tiny or another BART",

@@ -2,9 +2,10 @@
 
 `token_data` batches WordPiece text with `pretraining_dataset` for any of
 its objectives. `MASKED_LM` reports the masked-LM objectives (`mlm_nsp`,
-`mlm`, `sop`, `span`, `electra`): held-out masked-LM loss and accuracy next
-to always predicting the most frequent training token, and a
-fill-in-the-blank demo. `NEXT_TOKEN` reports `clm` the same way on each next
+`mlm`, `sop`, `span`, `electra`, `structbert`): held-out masked-LM loss and
+accuracy next to always predicting the most frequent training token, and a
+fill-in-the-blank demo; `PERMUTATION_LM` does the same for XLNet's `plm`
+through the query stream. `NEXT_TOKEN` reports `clm` the same way on each next
 token, with greedy continuations of held-out sentences.
 """
 
@@ -131,14 +132,32 @@ def _masked_inputs(tokenizer, left, right, sequence_length):
         "padding_mask": np.array([[1] * len(ids) + [0] * padding], "int32"),
         "mask_positions": np.array([[position]], "int32"),
     }
-    # A one-token span, for SpanBERT's boundary head; the other models ignore it.
+    # A one-token span, for SpanBERT's boundary head, and no shuffled trigram,
+    # for StructBERT's word-order head; the other models ignore them.
     x.update(span_left=x["mask_positions"] - 1, span_right=x["mask_positions"] + 1,
-             span_offsets=0 * x["mask_positions"])
+             span_offsets=0 * x["mask_positions"], order_positions=np.zeros((1, 3), "int32"))
     return x
 
 
-def _fill_in_the_blank(model, tokenizer, documents, held_out, sequence_length, rng, log):
-    """Mask one word in a few held-out sentences and print the model's top guesses."""
+def _masked_lm_logits(model, x):
+    """The masked-LM head's vocabulary logits at the one `[MASK]` of `x`."""
+    return keras.ops.convert_to_numpy(model(x)["mlm_logits"])[0, 0]
+
+
+def _permutation_lm_logits(model, x):
+    """XLNet's query-stream logits at the `[MASK]` of `x`, which no position may attend to."""
+    length, position = x["token_ids"].shape[1], int(x["mask_positions"][0, 0])
+    permutation_mask = np.zeros((1, length, length), "float32")
+    permutation_mask[:, :, position] = 1.0
+    target_mapping = np.zeros((1, 1, length), "float32")
+    target_mapping[0, 0, position] = 1.0
+    inputs = {name: x[name] for name in ("token_ids", "segment_ids", "padding_mask")}
+    inputs.update(permutation_mask=permutation_mask, target_mapping=target_mapping)
+    return keras.ops.convert_to_numpy(model(inputs)["plm_logits"])[0, 0]
+
+
+def _fill_in_the_blank(blank_logits, model, tokenizer, documents, held_out, sequence_length, rng, log):
+    """Mask one word in a few held-out sentences and print the model's top guesses (`blank_logits`)."""
     log("\nFill in the blank (held-out sentences; top 5 guesses):")
     for sentence in _demo_sentences(documents, rng)[:DEMO_SENTENCES]:
         words = sentence.split()
@@ -150,7 +169,7 @@ def _fill_in_the_blank(model, tokenizer, documents, held_out, sequence_length, r
         x = _masked_inputs(tokenizer, *tokenizer([before, after]), sequence_length)
         if x is None:
             continue
-        logits = keras.ops.convert_to_numpy(model(x)["mlm_logits"])[0, 0]
+        logits = blank_logits(model, x)
         guesses = ", ".join(tokenizer.id_to_token(int(t)) for t in np.argsort(-logits)[:5])
         log(f"  {before} [MASK] {after}")
         log(f"    answer: {answer.lower()}    model: {guesses}")
@@ -164,5 +183,8 @@ def _report(metric, predicted, targets, demo):
     )
 
 
-MASKED_LM = _report("mlm", "masked-LM", _masked_targets, _fill_in_the_blank)
+MASKED_LM = _report("mlm", "masked-LM", _masked_targets, functools.partial(_fill_in_the_blank, _masked_lm_logits))
+PERMUTATION_LM = _report(
+    "plm", "permutation-LM", _masked_targets, functools.partial(_fill_in_the_blank, _permutation_lm_logits)
+)
 NEXT_TOKEN = _report("clm", "next-token", _next_token_targets, _continuations)

@@ -1,8 +1,8 @@
 """The objectives of `kbert pretrain`, one `PretrainingObjective` record each.
 
 `OBJECTIVES[name]` holds, for `mlm_nsp` (BERT), `mlm` (RoBERTa), `sop`
-(ALBERT), `span` (SpanBERT), `electra`, `clm` (GPT-2), `bilm` (ELMo) and
-`bart`: the models it trains, its vocabulary kind, how its model and
+(ALBERT), `span` (SpanBERT), `electra`, `structbert`, `plm` (XLNet), `clm`
+(GPT-2), `bilm` (ELMo) and `bart`: the models it trains, its vocabulary kind, how its model and
 pretrainer are built for a short run, its data and its report. The data and
 reports live in `language_model_objectives`, `bilm_objective` and
 `bart_objective`; an objective more is one record more here.
@@ -15,14 +15,24 @@ import functools
 
 from kbert.jobs.bart_objective import BART_DENOISING, bart_data
 from kbert.jobs.bilm_objective import BILM, bilm_data
-from kbert.jobs.language_model_objectives import MASKED_LM, NEXT_TOKEN, token_data
+from kbert.jobs.language_model_objectives import MASKED_LM, NEXT_TOKEN, PERMUTATION_LM, token_data
 from kbert.jobs.pretraining_objective import TRAINS_ALONE, PretrainingObjective
 from kbert.jobs.vocabulary_kind import BYTE_LEVEL_BPE, WORD_PIECE, WORDS
-from kbert.models.presets import BART_PRESETS, ELMO_PRESETS, GPT2_PRESETS, PRESETS, T5_PRESETS, build
+from kbert.models.presets import (
+    BART_PRESETS,
+    ELMO_PRESETS,
+    GPT2_PRESETS,
+    PRESETS,
+    T5_PRESETS,
+    XLNET_PRESETS,
+    build,
+)
 from kbert.pretraining.bert_pretrainer import BertPretrainer
 from kbert.pretraining.bilm_pretrainer import BiLMPretrainer
 from kbert.pretraining.electra_pretrainer import ElectraPretrainer
 from kbert.pretraining.span_bert_pretrainer import SpanBertPretrainer
+from kbert.pretraining.struct_bert_pretrainer import StructBertPretrainer
+from kbert.pretraining.xlnet_pretrainer import XLNetPretrainer
 from kbert.tasks.causal_lm import CausalLM
 from kbert.tasks.seq2seq_lm import Seq2SeqLM
 
@@ -44,6 +54,11 @@ def _without_dropout(name, tokenizer, **options):
     """GPT-2 or BART (pre-LN already) without dropout, sized to `tokenizer`."""
     return build(name, vocabulary_size=tokenizer.vocabulary_size, dropout=SHORT_RUN_OVERRIDES["dropout"],
                  **options)
+
+
+def _xlnet(name, tokenizer):
+    """An XLNet without dropout, sized to `tokenizer` (its positions are relative: any packing serves)."""
+    return _without_dropout(name, tokenizer)
 
 
 def _decoder(name, tokenizer):
@@ -86,6 +101,13 @@ OBJECTIVES = {
     "sop": _masked_lm("sop", functools.partial(_bert, "sop"), use_pooler=True),
     "span": _masked_lm("span", lambda backbone, tokenizer: SpanBertPretrainer(backbone)),
     "electra": _masked_lm("electra", _electra),
+    "structbert": _masked_lm(
+        "structbert", lambda backbone, tokenizer: StructBertPretrainer(backbone), use_pooler=True
+    ),
+    "plm": PretrainingObjective(
+        models=XLNET_PRESETS, default_model="xlnet_tiny", model_kind="the XLNet models", refusal=TRAINS_ALONE,
+        vocabulary=WORD_PIECE, model=_xlnet, pretrainer=lambda backbone, tokenizer: XLNetPretrainer(backbone),
+        data=functools.partial(token_data, "plm"), report=PERMUTATION_LM),
     "clm": PretrainingObjective(
         models=GPT2_PRESETS, default_model="gpt2_tiny", model_kind="the decoders", refusal=TRAINS_ALONE,
         vocabulary=WORD_PIECE, model=_decoder, pretrainer=lambda backbone, tokenizer: CausalLM(backbone),

@@ -54,6 +54,18 @@ def test_short_run_evaluates_saves_and_demos(objective, corpus, tmp_path):
     assert reloaded.count_params() > 0
 
 
+@pytest.mark.parametrize("objective,model,metric", [("structbert", "bert_tiny", "mlm"), ("plm", "xlnet_tiny", "plm")])
+def test_structbert_and_permutation_lm_runs(objective, model, metric, corpus, tmp_path):
+    lines = []
+    options = dict(SMALL, model=model)
+    metrics = run_pretraining(corpus=[corpus], output=str(tmp_path), objective=objective, steps=3,
+                              log=lines.append, **options)
+    assert sorted(os.listdir(tmp_path)) == RUN_FILES
+    assert np.isfinite(metrics[f"held_out_{metric}_loss"])
+    assert 0.0 <= metrics[f"held_out_{metric}_accuracy"] <= 1.0
+    assert sum(line.startswith("    answer: ") for line in lines) == DEMO_SENTENCES
+
+
 def test_a_short_clm_run_through_the_command(corpus, tmp_path, capsys):
     output = tmp_path / "clm"
     cli.main(["pretrain", "--corpus", corpus, "--output", str(output), "--model", "gpt2_tiny",
