@@ -37,6 +37,7 @@ from kbert.backend_utils import set_random_seed
 from kbert.training.optimizers import create_optimizer
 from kbert.resumable_run import DEFAULT_SAVE_EVERY, ResumableRun, check_output
 from kbert.jobs import finetuning_catalog
+from kbert.jobs.extras import FINETUNING_PACKAGES, require_packages
 from kbert.checkpoints.checkpoint_loading import load_checkpoint
 
 WARMUP_SHARE = 0.1
@@ -151,13 +152,15 @@ def run_finetuning(task, checkpoint, train, validation, vocabulary=None, output=
     Raises `ValueError` or `FileNotFoundError`, naming the file (and row) for
     bad input: an unknown task, a missing file or column, an empty file, a
     validation label not seen in training, a SQuAD answer that is not at its
-    `answer_start`, choice counts that differ, an unreadable checkpoint.
+    `answer_start`, choice counts that differ, an unreadable checkpoint, an
+    optional package the job needs that is not installed (before any training).
 
     Example: `run_finetuning("classify", "runs/pretrain/model.keras", "train.csv",
     "dev.csv")` returns `{"accuracy": ..., "f1": ..., ...}` and writes
     `runs/finetune/{metrics.json,predictions.jsonl,model.keras}`.
     """
     _check_paths(task, train, validation, output)
+    require_packages(FINETUNING_PACKAGES, "finetune")
     train_examples = finetuning_catalog.read(task, train)
     validation_examples = finetuning_catalog.read(task, validation, train_examples)
     backbone, tokenizer = load_checkpoint(checkpoint, vocabulary, train_examples.texts())
@@ -204,6 +207,7 @@ def run_bbc_news_comparison(pretrained="runs/pretrain", output="runs/finetune", 
             "--task, --checkpoint, --train and --validation."
         )
     check_output(output)
+    require_packages(FINETUNING_PACKAGES, "finetune")
     log = options.get("log", print)
     train, validation = read_bbc_news()
     backbone, tokenizer = load_checkpoint(model_file)

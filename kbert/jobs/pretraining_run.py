@@ -46,6 +46,7 @@ from kbert.jobs.bart_pretraining_run import OUTPUTS as BART_OUTPUTS
 from kbert.jobs.bart_pretraining_run import check_bart_run, run_bart_pretraining
 from kbert.pretraining.bert_pretrainer import BertPretrainer
 from kbert.jobs.bilm_run import run_bilm
+from kbert.jobs.extras import pretraining_packages, require_packages
 from kbert.pretraining.electra_pretrainer import ElectraPretrainer
 from kbert.pretraining.pretraining_dataset import (
     MIN_SEQUENCE_LENGTH,
@@ -392,14 +393,16 @@ def run_pretraining(
     `keras.callbacks.TensorBoard`); `log` prints the progress lines.
     Raises `ValueError` for bad input (unknown model or objective, missing
     or binary corpus file, empty corpus, sequence length over the model's
-    positions, an output that is a file or cannot be written, other
-    arguments than the output's run), `FloatingPointError` for a NaN loss.
+    positions, an optional package the objective needs that is not installed,
+    an output that is a file or cannot be written, other arguments than the
+    output's run), `FloatingPointError` for a NaN loss.
     `objective="bart"` pretrains a BART (`kbert.jobs.bart_pretraining_run`).
 
     Example: `run_pretraining(model="bert_tiny", steps=20, output="runs/tiny")`
     returns `{"held_out_mlm_accuracy": ..., "most_frequent_token_accuracy": ..., ...}`.
     """
     _check_run(model, objective, steps, batch_size, sequence_length, learning_rate)
+    require_packages(pretraining_packages(objective), f"--objective {objective}")
     arguments = dict(corpus=_corpus_record(corpus) if corpus else None, model=model,
                      objective=objective, steps=steps, batch_size=batch_size, sequence_length=sequence_length,
                      vocabulary_size=vocabulary_size, learning_rate=learning_rate, seed=seed,
