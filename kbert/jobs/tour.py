@@ -122,6 +122,17 @@ _FAMILIES = {
 }
 
 
+def model_inputs(name, model, sentence):
+    """`(tokens, inputs)`: the batch of one row that the tour feeds `model` (built as `name`) for `sentence`.
+
+    >>> import kbert
+    >>> tokens, inputs = model_inputs("gpt2", kbert.models.gpt2_tiny(num_layers=1), "Hello!")
+    >>> tokens, sorted(inputs), inputs["token_ids"].tolist()
+    (['hello', '!'], ['padding_mask', 'token_ids'], [[5, 6]])
+    """
+    return _FAMILIES[_family(model)][1](name, model, sentence)
+
+
 def _family(model):
     for family, (classes, *_) in _FAMILIES.items():
         if classes and isinstance(model, classes):
@@ -143,8 +154,8 @@ def run_tour(name, sentence, log=print):
     """
     model = build(name)
     family = _family(model)
-    _, make_inputs, shown, lm_class = _FAMILIES[family]
-    tokens, inputs = make_inputs(name, model, sentence)
+    _, _, shown, lm_class = _FAMILIES[family]
+    tokens, inputs = model_inputs(name, model, sentence)
     model(inputs)  # first call: trace and warm up
     start = time.perf_counter()
     outputs = model(inputs)
