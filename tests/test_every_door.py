@@ -130,21 +130,6 @@ ELSEWHERE = {
 }
 
 
-# Known broken, found by this matrix: the question-and-passage and SWAG pipelines give the second
-# segment id 1, which a one-segment encoder (RoBERTa, Longformer: num_segments=1) refuses ("input
-# 'segment_ids' holds 1 ... outside the allowed [0, 1)"). RoBERTa's convention is all zeros.
-_ONE_SEGMENT_BUG = "segment id 1 for a num_segments=1 encoder (qa and choice pipelines)"
-KNOWN_BROKEN = {("roberta", "finetune_qa"): True, ("roberta", "finetune_choice"): True,
-                ("longformer", "finetune_qa"): True, ("longformer", "finetune_choice"): False}  # -> strict
-
-
-def _param(family, door):
-    if (family, door) in KNOWN_BROKEN:
-        mark = pytest.mark.xfail(reason=_ONE_SEGMENT_BUG, strict=KNOWN_BROKEN[(family, door)])
-        return pytest.param(family, door, id=f"{family}-{door}", marks=mark)
-    return pytest.param(family, door, id=f"{family}-{door}")
-
-
 def _pairs():
     """Every (family, door) pair of the matrix, in the table's order."""
     pairs = [(family, "tour") for family in FAMILIES]
@@ -340,7 +325,7 @@ def _door(family, door):
     return {"tour": _tour, "with": _with_internals, "keras": _keras_file, "prune": _prune_heads}[kind], {}
 
 
-@pytest.mark.parametrize("family, door", [_param(family, door) for family, door in _pairs()])
+@pytest.mark.parametrize("family, door", [pytest.param(f, d, id=f"{f}-{d}") for f, d in _pairs()])
 def test_door(family, door, request, capsys, tmp_path):
     run, options = _door(family, door)
     fixtures = {name: request.getfixturevalue(name) for name in ("corpus", "checkpoints")

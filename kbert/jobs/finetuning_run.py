@@ -115,7 +115,7 @@ def finetune(task, backbone, tokenizer, train_examples, validation_examples, out
     spec = finetuning_catalog.TASKS[task]
     set_random_seed(seed)
     data = dict(tokenizer=tokenizer, sequence_length=sequence_length, batch_size=batch_size)
-    train = spec.dataset(train_examples, training=True, seed=seed, **data)
+    train = finetuning_catalog.one_segment(backbone, spec.dataset(train_examples, training=True, seed=seed, **data))
     steps_per_epoch = int(train.cardinality())
     arguments = dict(task=task, **(run_arguments or {}), epochs=epochs, batch_size=batch_size,
                      learning_rate=learning_rate, sequence_length=sequence_length, seed=seed,
