@@ -1,10 +1,10 @@
 """One model, three backends: same outputs, and which backend is fastest here.
 
-    python examples/backend_comparison.py [--backends tensorflow jax torch] [--steps 5]
+    python examples/backend_comparison.py [--backends tensorflow jax torch] [--steps 5] [--smoke]
 
 Builds three small models once, on the first backend: a BERT (MLM + NSP
 pretrainer on `bert_tiny`), a BigBird (block-sparse attention at length 256)
-and a T5 (v1.1, 2+2 layers), and saves them as `.keras` files with one batch
+and a T5 (v1.1, 2+2 layers, in the `Seq2SeqLM` task that owns its loss), and saves them as `.keras` files with one batch
 of inputs. Then each backend, in its own process, loads the same files and
 measures:
 
@@ -19,6 +19,9 @@ measures:
 
 It prints a table, names the fastest backend for each model, and writes
 `backend_comparison.md`, `.json` and `.png` (bar charts) to `--output`.
+`--smoke` runs the same steps at a fraction of the size (sequences of 32,
+BigBird's of 64 in blocks of 8, one timed call): a check that the script works,
+not a measurement.
 """
 
 import argparse
@@ -38,21 +41,28 @@ BATCH = 4
 ENCODER = dict(num_layers=2, hidden_dim=128, num_heads=2, intermediate_dim=512, dropout=0.0)
 
 
-def inputs_for(name, vocabulary_size):
+def sequence_length(name, smoke):
+    if name == "bigbird":
+        return 64 if smoke else 256
+    return 32 if smoke else 128
+
+
+def inputs_for(name, vocabulary_size, smoke):
     """Model inputs and training targets for `name`, from a fixed seed."""
     rng = np.random.default_rng(0)
-    length = 256 if name == "bigbird" else 128
+    length = sequence_length(name, smoke)
+    targets = min(length, 32)
     ids = rng.integers(5, vocabulary_size, (BATCH, length)).astype("int32")
     mask = np.ones((BATCH, length), "int32")
     if name == "t5":
         x = {
             "encoder_token_ids": ids,
             "encoder_padding_mask": mask,
-            "decoder_token_ids": ids[:, :32],
-            "decoder_padding_mask": mask[:, :32],
+            "decoder_token_ids": ids[:, :targets],
+            "decoder_padding_mask": mask[:, :targets],
         }
-        return x, rng.integers(2, vocabulary_size, (BATCH, 32)).astype("int32")
-    predictions = 20
+        return x, rng.integers(2, vocabulary_size, (BATCH, targets)).astype("int32")
+    predictions = min(20, length // 4)
     x = {
         "token_ids": ids,
         "segment_ids": np.zeros_like(ids),
@@ -67,10 +77,11 @@ def inputs_for(name, vocabulary_size):
     return x, y
 
 
-def build_models(folder):
+def build_models(folder, smoke):
     """Build, save (`<name>.keras`) and store inputs (`<name>_data.npz`) of the three models."""
     import kbert
     from kbert.pretraining import BertPretrainer
+    from kbert.tasks import Seq2SeqLM
 
     models = {
         "bert": BertPretrainer(kbert.models.bert_tiny(**ENCODER)),
@@ -78,18 +89,18 @@ def build_models(folder):
             kbert.models.bigbird_base(
                 **ENCODER,
                 vocabulary_size=30522,
-                max_positions=256,
-                attention_kwargs={"block_size": 32, "num_random_blocks": 2},
+                max_positions=sequence_length("bigbird", smoke),
+                attention_kwargs={"block_size": 8 if smoke else 32, "num_random_blocks": 2},
             )
         ),
-        "t5": kbert.models.t5_v1_1_small(
+        "t5": Seq2SeqLM(kbert.models.t5_v1_1_small(
             num_layers=2, hidden_dim=128, num_heads=2, key_dim=64, intermediate_dim=512,
             vocabulary_size=8000, dropout=0.0,
-        ),
+        )),
     }
     for name, model in models.items():
         model.save(os.path.join(folder, f"{name}.keras"))
-        x, y = inputs_for(name, model.vocabulary_size if name == "t5" else 30522)
+        x, y = inputs_for(name, model.backbone.vocabulary_size, smoke)
         targets = y if isinstance(y, dict) else {"target_ids": y}
         np.savez(
             os.path.join(folder, f"{name}_data.npz"),
@@ -126,8 +137,8 @@ def measure(folder, steps):
         y = y["target_ids"] if name == "t5" else y
         model.compile(optimizer=keras.optimizers.Adam(1e-4), jit_compile=backend != "torch")
         outputs = model.predict_on_batch(x)
-        key = "logits" if name == "t5" else "mlm_logits"
-        np.save(os.path.join(folder, f"{name}_{backend}.npy"), np.asarray(outputs[key], "float32"))
+        outputs = outputs if name == "t5" else outputs["mlm_logits"]  # Seq2SeqLM: the logits alone
+        np.save(os.path.join(folder, f"{name}_{backend}.npy"), np.asarray(outputs, "float32"))
         forward = _median_seconds(lambda: model.predict_on_batch(x), steps)
         train = _median_seconds(lambda: model.train_on_batch(x, y), steps)
         results[name] = {"forward_ms": 1000 * forward, "train_step_ms": 1000 * train}
@@ -135,9 +146,10 @@ def measure(folder, steps):
     return {"backend": backend, "models": results, "peak_rss_mb": peak_mb}
 
 
-def run_backend(backend, mode, folder, steps):
+def run_backend(backend, mode, folder, steps, smoke):
     env = dict(os.environ, KERAS_BACKEND=backend)
     command = [sys.executable, __file__, "--worker", mode, "--folder", folder, "--steps", str(steps)]
+    command += ["--smoke"] if smoke else []
     result = subprocess.run(command, env=env, capture_output=True, text=True)
     if result.returncode:
         sys.exit(f"{backend} {mode} failed:\n{result.stderr[-3000:]}")
@@ -217,11 +229,12 @@ def main():
     parser.add_argument("--backends", nargs="+", default=["tensorflow", "jax", "torch"])
     parser.add_argument("--steps", type=int, default=5, help="timed calls per measurement")
     parser.add_argument("--output", default=os.path.join(os.path.dirname(__file__), "results"))
+    parser.add_argument("--smoke", action="store_true", help="tiny sizes, one timed call: check that it runs")
     parser.add_argument("--worker", choices=["build", "measure"], help=argparse.SUPPRESS)
     parser.add_argument("--folder", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.worker == "build":
-        build_models(args.folder)
+        build_models(args.folder, args.smoke)
         print(json.dumps({}))
         return
     if args.worker == "measure":
@@ -230,12 +243,13 @@ def main():
     unknown = set(args.backends) - {"tensorflow", "jax", "torch"}
     if unknown:
         parser.error(f"Unknown backend(s): {', '.join(sorted(unknown))}.")
+    steps = 1 if args.smoke else args.steps
     with tempfile.TemporaryDirectory() as folder:
-        run_backend(args.backends[0], "build", folder, args.steps)
+        run_backend(args.backends[0], "build", folder, steps, args.smoke)
         runs = []
         for backend in args.backends:
             print(f"Running {backend} ...", flush=True)
-            runs.append(run_backend(backend, "measure", folder, args.steps))
+            runs.append(run_backend(backend, "measure", folder, steps, args.smoke))
         report(runs, folder, args.output)
 
 

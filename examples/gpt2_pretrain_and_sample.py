@@ -1,7 +1,7 @@
 """Pretrain a tiny GPT-2 on the built-in corpus with the causal-LM objective, then sample from it.
 
     KERAS_BACKEND=jax python examples/gpt2_pretrain_and_sample.py [--steps 1500] [--output runs/gpt2_tiny]
-        [--prompt "The return value is"] [--new-tokens 24]
+        [--prompt "The return value is"] [--new-tokens 24] [--smoke]
 
 1. Runs the main job as `kbert pretrain --model gpt2_tiny --objective clm`
    does (`run_pretraining`): a WordPiece vocabulary learned from the
@@ -13,6 +13,9 @@
    different lengths, in one left-padded batch, with each strategy of
    `kbert.generation.CausalLMGenerator`: greedy, temperature with top-k,
    top-p (nucleus) sampling, and beam search.
+
+`--smoke` runs the same steps at a fraction of the size (2 steps of 4 x 32 on
+40 documents, 4 new tokens): a check that the script works.
 """
 
 import argparse
@@ -23,7 +26,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 import keras  # noqa: E402
 import numpy as np  # noqa: E402
 
-from kbert.jobs.pretraining_run import run_pretraining  # noqa: E402
+from kbert.jobs.pretraining_run import default_corpus, run_pretraining  # noqa: E402
 from kbert.text import WordPieceTokenizer  # noqa: E402
 
 PROMPTS = ("The return value is", "This module provides", "If the argument is omitted, the")
@@ -60,11 +63,15 @@ def main():
     parser.add_argument("--output", default="runs/gpt2_tiny")
     parser.add_argument("--prompt", action="append", help="a prompt (repeatable); default: three")
     parser.add_argument("--new-tokens", type=int, default=24)
+    parser.add_argument("--smoke", action="store_true", help="tiny sizes: check that the script runs")
     args = parser.parse_args()
 
-    metrics = run_pretraining(output=args.output, model="gpt2_tiny", objective="clm",
-                              steps=args.steps, batch_size=32, sequence_length=64,
-                              vocabulary_size=8000, learning_rate=2e-3)
+    corpus, sizes = None, dict(steps=args.steps, batch_size=32, sequence_length=64, vocabulary_size=8000)
+    if args.smoke:
+        corpus, sizes = default_corpus()[:40], dict(steps=2, batch_size=4, sequence_length=32, vocabulary_size=1000)
+        args.new_tokens = 4
+    metrics = run_pretraining(corpus=corpus, output=args.output, model="gpt2_tiny", objective="clm",
+                              learning_rate=2e-3, **sizes)
     print(f"\nHeld-out next-token accuracy {metrics['held_out_clm_accuracy']:.3f} "
           f"(always {metrics['most_frequent_token']!r}: {metrics['most_frequent_token_accuracy']:.3f})")
 

@@ -1,6 +1,6 @@
 """Classify 4096-token documents whose label needs key tokens spread over the whole document.
 
-    KERAS_BACKEND=jax python examples/long_document_classification.py [--train 1024] [--epochs 6]
+    KERAS_BACKEND=jax python examples/long_document_classification.py [--train 1024] [--epochs 6] [--smoke]
 
 Each synthetic document is `[CLS]` followed by 4095 noise tokens drawn from a
 small vocabulary, with `--keys` key phrases (each `--key-copies` repeats of A
@@ -40,13 +40,13 @@ SMALL = dict(
 )
 
 
-def make_documents(count, seed, keys, copies):
-    """Token ids `(count, LENGTH)` and labels: 1 when A phrases outnumber B phrases."""
+def make_documents(count, seed, keys, copies, length=LENGTH):
+    """Token ids `(count, length)` and labels: 1 when A phrases outnumber B phrases."""
     rng = np.random.default_rng(seed)
-    ids = rng.integers(FIRST_NOISE, VOCABULARY, (count, LENGTH)).astype("int32")
+    ids = rng.integers(FIRST_NOISE, VOCABULARY, (count, length)).astype("int32")
     ids[:, 0] = CLS
     kinds = rng.integers(KEY_A, KEY_B + 1, (count, keys))
-    slots = (LENGTH - 1) // copies  # phrases start on a multiple of `copies`: they never overlap
+    slots = (length - 1) // copies  # phrases start on a multiple of `copies`: they never overlap
     for row in range(count):
         starts = 1 + copies * rng.choice(slots, keys, replace=False)
         for start, kind in zip(starts, kinds[row]):
@@ -87,6 +87,31 @@ def features(ids, model):
     return data
 
 
+def models(length, short):
+    """`{name: (backbone, the tokens it reads)}`: BERT on the first `short`, BigBird and Longformer on all."""
+    return {
+        f"BERT, first {short} tokens": (kbert.models.Encoder(**SMALL, max_positions=short), short),
+        f"BigBird, {length} tokens": (
+            kbert.models.Encoder(
+                **SMALL,
+                max_positions=length,
+                attention="bigbird",
+                attention_kwargs={"block_size": 32, "num_random_blocks": 1},
+            ),
+            length,
+        ),
+        f"Longformer, {length} tokens": (
+            kbert.models.Encoder(
+                **SMALL,
+                max_positions=length,
+                attention="longformer",
+                attention_kwargs={"window": 32, "max_global_tokens": 1},
+            ),
+            length,
+        ),
+    }
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--train", type=int, default=1024)
@@ -97,39 +122,22 @@ def main():
     parser.add_argument("--keys", type=int, default=7, help="key phrases per document (odd)")
     parser.add_argument("--key-copies", type=int, default=16)
     parser.add_argument("--only", help="train only the models whose name contains this")
+    parser.add_argument("--smoke", action="store_true",
+                        help="256-token documents (BERT: 32), 8 of them, one epoch: check that the script runs")
     args = parser.parse_args()
-    if args.keys % 2 == 0 or args.keys * args.key_copies > LENGTH - 1:
+    length, short = (256, 32) if args.smoke else (LENGTH, SHORT)
+    if args.smoke:
+        args.train, args.test, args.epochs, args.batch_size, args.keys, args.key_copies = 8, 8, 1, 8, 3, 4
+    if args.keys % 2 == 0 or args.keys * args.key_copies > length - 1:
         parser.error(f"--keys must be odd (no ties) and fit the document; received {args.keys}.")
     keras.utils.set_random_seed(0)
-    train_ids, train_labels = make_documents(args.train, 1, args.keys, args.key_copies)
-    test_ids, test_labels = make_documents(args.test, 2, args.keys, args.key_copies)
-
-    models = {
-        "BERT, first 512 tokens": (kbert.models.Encoder(**SMALL, max_positions=SHORT), SHORT),
-        "BigBird, 4096 tokens": (
-            kbert.models.Encoder(
-                **SMALL,
-                max_positions=LENGTH,
-                attention="bigbird",
-                attention_kwargs={"block_size": 32, "num_random_blocks": 1},
-            ),
-            LENGTH,
-        ),
-        "Longformer, 4096 tokens": (
-            kbert.models.Encoder(
-                **SMALL,
-                max_positions=LENGTH,
-                attention="longformer",
-                attention_kwargs={"window": 32, "max_global_tokens": 1},
-            ),
-            LENGTH,
-        ),
-    }
-    for name, (backbone, length) in models.items():
+    train_ids, train_labels = make_documents(args.train, 1, args.keys, args.key_copies, length)
+    test_ids, test_labels = make_documents(args.test, 2, args.keys, args.key_copies, length)
+    for name, (backbone, model_length) in models(length, short).items():
         if args.only and args.only not in name:
             continue
         steps = args.epochs * (args.train // args.batch_size)
-        model = classifier(backbone, length, args.learning_rate, steps)
+        model = classifier(backbone, model_length, args.learning_rate, steps)
         start = time.perf_counter()
         model.fit(
             features(train_ids, model),

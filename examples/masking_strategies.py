@@ -1,6 +1,6 @@
 """The BERT paper's masking-strategy ablation (its Table 8), at small scale.
 
-    KERAS_BACKEND=jax python examples/masking_strategies.py [--steps 2000] [--output FILE]
+    KERAS_BACKEND=jax python examples/masking_strategies.py [--steps 2000] [--output FILE] [--smoke]
 
 The same small BERT (bert_tiny widened to 4 layers: H 128, 2 heads; pre-LN,
 no dropout, as `kbert pretrain` trains it) is pretrained four times with the
@@ -165,9 +165,15 @@ def main():
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--only", help="run only this strategy (e.g. 80/10/10)")
     parser.add_argument("--output", help="also write the table to this file")
+    parser.add_argument("--smoke", action="store_true", help="tiny sizes, one strategy: check that the script runs")
     args = parser.parse_args()
 
     documents = default_corpus()
+    if args.smoke:
+        documents = documents[:40]
+        args.steps, args.batch_size, args.length, args.vocabulary_size = 2, 4, 32, 1000
+        args.train, args.test, args.task_epochs = 16, 8, 1
+        args.only = args.only or next(iter(STRATEGIES))
     held_out = documents[HELD_OUT_EVERY - 1 :: HELD_OUT_EVERY]
     train_documents = [d for i, d in enumerate(documents) if i % HELD_OUT_EVERY != HELD_OUT_EVERY - 1]
     tokenizer = WordPieceTokenizer(learn_word_piece_vocabulary(train_documents, args.vocabulary_size))

@@ -14,7 +14,8 @@ fill-in-the-blank demo. `finetune` fine-tunes a checkpoint on a task (see
 model `pretrain` left, beside the same model from random init, on BBC News
 topics. `predict` runs a saved model on text and prints one JSON object per
 input (see `kbert.jobs.predict_run`); `export` writes it for serving, a
-SavedModel that reads strings or ONNX (see `kbert.jobs.export_run`). `tour` builds a model and runs it on one sentence.
+SavedModel that reads strings or ONNX (see `kbert.jobs.export_run`). `tour` builds a model of any family and runs
+it on one sentence (see `kbert.jobs.tour`).
 `--backend` selects the Keras backend (the process re-starts itself with
 `KERAS_BACKEND` set when needed). `pretrain` and `finetune` save a checkpoint
 every `--save-every` steps and on Ctrl-C or SIGTERM: rerunning the same command
@@ -25,9 +26,7 @@ exit status 2.
 
 import argparse
 import os
-import re
 import sys
-import time
 
 BACKENDS = ("tensorflow", "jax", "torch")
 # `kbert.tasks.encoder_features.FEATURES`, spelled here: the parser imports no Keras before --backend.
@@ -51,8 +50,9 @@ OBJECTIVES = {
 def _parser():
     parser = argparse.ArgumentParser(prog="kbert", description=__doc__.splitlines()[0])
     commands = parser.add_subparsers(dest="command", required=True)
-    tour = commands.add_parser("tour", help="build a model and run it on one sentence")
-    tour.add_argument("--model", default="bert_base", help="a builder name (default bert_base)")
+    tour = commands.add_parser("tour", help="build a model and run it on one sentence (a decoder or "
+                                            "encoder-decoder also generates a few tokens)")
+    tour.add_argument("--model", default="bert_base", help="a builder name of any family (default bert_base)")
     tour.add_argument(
         "--sentence",
         default="The quick brown fox jumps over the lazy dog.",
@@ -163,60 +163,13 @@ def _use_backend(backend, argv):
     os.execve(sys.executable, [sys.executable, "-m", "kbert", *argv], env)
 
 
-def _sentence_to_ids(sentence, vocabulary_size):
-    """Split into words and punctuation and number them in order of appearance.
-
-    The tour's stand-in for a tokenizer: ids are unique per distinct word,
-    after the BERT special tokens, so the model sees a well-formed input.
-    """
-    words = re.findall(r"\w+|[^\w\s]", sentence.lower())
-    vocabulary = {token: i for i, token in enumerate(SPECIAL_TOKENS)}
-    for word in words:
-        vocabulary.setdefault(word, len(vocabulary))
-    if len(vocabulary) > vocabulary_size:
-        raise SystemExit(f"kbert: the sentence has more distinct words than the vocabulary ({vocabulary_size}).")
-    tokens = ["[CLS]", *words, "[SEP]"]
-    return tokens, [vocabulary[token] for token in tokens]
-
-
 def tour(args):
-    import keras
-    import numpy as np
+    from kbert.jobs.tour import run_tour
 
-    import kbert
-
-    if args.model in kbert.models.T5_PRESETS:
-        raise SystemExit(f"kbert: the tour runs the encoders; {args.model} is an encoder-decoder.")
     try:
-        model = kbert.models.build(args.model)
+        run_tour(args.model, args.sentence)
     except ValueError as error:
         raise SystemExit(f"kbert: {error}") from None
-    tokens, ids = _sentence_to_ids(args.sentence, model.vocabulary_size)
-    if len(ids) > model.max_positions - model.position_offset:
-        raise SystemExit(f"kbert: the sentence is longer than {args.model}'s positions.")
-    inputs = {
-        "token_ids": np.array([ids], dtype="int32"),
-        "padding_mask": np.ones((1, len(ids)), dtype="int32"),
-    }
-    if model.num_segments:
-        inputs["segment_ids"] = np.zeros((1, len(ids)), dtype="int32")
-    model(inputs)  # first call: trace and warm up
-    start = time.perf_counter()
-    outputs = model(inputs)
-    seconds = time.perf_counter() - start
-
-    print(f"backend            {keras.backend.backend()}")
-    print(f"model              {args.model} ({model.num_layers} layers, hidden {model.hidden_dim}, "
-          f"{model.num_heads} heads)")
-    print(f"parameters         {model.count_params():,}")
-    print(f"tokens             {' '.join(tokens)}")
-    for name, value in inputs.items():
-        print(f"input  {name:<18}{tuple(value.shape)}")
-    for name, value in outputs.items():
-        print(f"output {name:<18}{tuple(value.shape)}")
-    first = keras.ops.convert_to_numpy(outputs["sequence_output"])[0, 0, :4]
-    print(f"[CLS] vector[:4]   {np.array2string(first, precision=4)}")
-    print(f"forward time       {seconds * 1000:.1f} ms")
 
 
 def main(argv=None):

@@ -26,9 +26,10 @@ def test_unknown_model_exits_with_one_line():
         cli.main(["tour", "--model", "bert_huge"])
 
 
-def test_tour_refuses_an_encoder_decoder():
-    with pytest.raises(SystemExit, match="^kbert: the tour runs the encoders; t5_small"):
-        cli.main(["tour", "--model", "t5_small"])
+def test_tour_refuses_a_sentence_longer_than_the_positions():
+    # Every family's tour runs: tests/test_every_door.py.
+    with pytest.raises(SystemExit, match="^kbert: the sentence is longer than bert_tiny's positions.$"):
+        cli.main(["tour", "--model", "bert_tiny", "--sentence", "word " * 511])
 
 
 # --- finetune: a run on a tiny checkpoint, and the bad input that stops it with one line ---

@@ -1,4 +1,5 @@
-"""The jobs behind the `kbert` command: pretraining and fine-tuning runs, their records and outputs.
+"""The jobs behind the `kbert` command: pretraining and fine-tuning runs, their records and outputs,
+and the tour.
 
 A job reads files, builds a model from `kbert.models`, `kbert.pretraining`,
 `kbert.tasks` or `kbert.checkpoints`, trains it resumably and writes a run

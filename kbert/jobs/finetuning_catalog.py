@@ -32,13 +32,25 @@ def read(task, path, train=None):
     return TASKS[task].read(path, train)
 
 
+def one_segment(backbone, dataset):
+    """`dataset`'s `(x, y)` batches with `x["segment_ids"]` zeroed when `backbone` has one segment.
+
+    The pipelines number the second text's tokens segment 1 (`[CLS] A [SEP] B [SEP]`, BERT's
+    token types); a one-segment encoder (RoBERTa, Longformer) reads every token as segment 0, as
+    their tokenizers give no token types.
+    """
+    if getattr(backbone, "num_segments", 2) != 1:
+        return dataset
+    return dataset.map(lambda x, *y: ({**x, "segment_ids": 0 * x["segment_ids"]}, *y))
+
+
 def _inputs(x, y):
     return x
 
 
 def _predict(model, dataset, count):
     """The model's outputs on the first `count` rows of `dataset` (which pads its last batch)."""
-    outputs = model.predict(dataset.map(_inputs), verbose=0)
+    outputs = model.predict(one_segment(model.backbone, dataset).map(_inputs), verbose=0)
     outputs = outputs if isinstance(outputs, dict) else {"logits": outputs}
     return {name: np.asarray(value)[:count] for name, value in outputs.items()}
 

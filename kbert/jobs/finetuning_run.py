@@ -40,6 +40,7 @@ from kbert.backend_utils import set_random_seed
 from kbert.training.optimizers import create_optimizer
 from kbert.resumable_run import DEFAULT_SAVE_EVERY, ResumableRun, check_output
 from kbert.jobs import finetuning_catalog
+from kbert.jobs.extras import FINETUNING_PACKAGES, require_packages
 from kbert.checkpoints.checkpoint_loading import load_checkpoint
 
 WARMUP_SHARE = 0.1
@@ -117,7 +118,7 @@ def finetune(task, backbone, tokenizer, train_examples, validation_examples, out
     spec = finetuning_catalog.TASKS[task]
     set_random_seed(seed)
     data = dict(tokenizer=tokenizer, sequence_length=sequence_length, batch_size=batch_size)
-    train = spec.dataset(train_examples, training=True, seed=seed, **data)
+    train = finetuning_catalog.one_segment(backbone, spec.dataset(train_examples, training=True, seed=seed, **data))
     steps_per_epoch = int(train.cardinality())
     arguments = dict(task=task, **(run_arguments or {}), epochs=epochs, batch_size=batch_size,
                      learning_rate=learning_rate, sequence_length=sequence_length, seed=seed,
@@ -158,13 +159,15 @@ def run_finetuning(task, checkpoint, train, validation, vocabulary=None, output=
     Raises `ValueError` or `FileNotFoundError`, naming the file (and row) for
     bad input: an unknown task, a missing file or column, an empty file, a
     validation label not seen in training, a SQuAD answer that is not at its
-    `answer_start`, choice counts that differ, an unreadable checkpoint.
+    `answer_start`, choice counts that differ, an unreadable checkpoint, an
+    optional package the job needs that is not installed (before any training).
 
     Example: `run_finetuning("classify", "runs/pretrain/model.keras", "train.csv",
     "dev.csv")` returns `{"accuracy": ..., "f1": ..., ...}` and writes
     `runs/finetune/{metrics.json,predictions.jsonl,model.keras}`.
     """
     _check_paths(task, train, validation, output)
+    require_packages(FINETUNING_PACKAGES, "finetune")
     train_examples = finetuning_catalog.read(task, train)
     validation_examples = finetuning_catalog.read(task, validation, train_examples)
     backbone, tokenizer = load_checkpoint(checkpoint, vocabulary, train_examples.texts())
@@ -211,6 +214,7 @@ def run_bbc_news_comparison(pretrained="runs/pretrain", output="runs/finetune", 
             "--task, --checkpoint, --train and --validation."
         )
     check_output(output)
+    require_packages(FINETUNING_PACKAGES, "finetune")
     log = options.get("log", print)
     train, validation = read_bbc_news()
     backbone, tokenizer = load_checkpoint(model_file)

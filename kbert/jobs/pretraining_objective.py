@@ -48,6 +48,8 @@ class PretrainingObjective:
     ...     report=PretrainingReport(evaluate=print, title=print, demo=print))
     >>> objective.outputs
     ('vocab.txt', 'model.keras', 'metrics.json', 'learning_curve.png')
+    >>> objective.packages
+    ('tensorflow', 'tensorflow_text', 'matplotlib')
     """
 
     models: Mapping[str, dict]
@@ -59,6 +61,11 @@ class PretrainingObjective:
     pretrainer: Callable
     data: Callable
     report: PretrainingReport
+
+    @property
+    def packages(self):
+        """The import names of the optional packages a run needs: its vocabulary's, and matplotlib's curve."""
+        return (*self.vocabulary.packages, "matplotlib")
 
     @property
     def outputs(self):

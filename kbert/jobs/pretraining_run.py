@@ -42,6 +42,7 @@ import sysconfig
 import keras
 
 from kbert.backend_utils import set_random_seed
+from kbert.jobs.extras import require_packages
 from kbert.jobs.objective_catalog import NOT_PRETRAINED, OBJECTIVES
 from kbert.jobs.pretraining_objective import TRAINS_ALONE
 from kbert.jobs.run_outputs import HELD_OUT_EVERY, STEPS_PER_EPOCH, run_optimizer, save_run
@@ -203,8 +204,9 @@ def run_pretraining(
     prints the progress lines.
     Raises `ValueError` for bad input (unknown model or objective, a model
     the objective does not train, missing or binary corpus file, empty
-    corpus, sequence length over the model's positions, an output that is a
-    file or cannot be written, other arguments than the output's run),
+    corpus, sequence length over the model's positions, an optional package
+    the objective needs that is not installed, an output that is a file or
+    cannot be written, other arguments than the output's run),
     `FloatingPointError` for a NaN loss.
 
     Example: `run_pretraining(model="bert_tiny", steps=20, output="runs/tiny")`
@@ -212,6 +214,7 @@ def run_pretraining(
     """
     _check_run(model, objective, steps, batch_size, sequence_length, learning_rate)
     record = OBJECTIVES[objective]
+    require_packages(record.packages, f"--objective {objective}")
     arguments = dict(corpus=_corpus_record(corpus) if corpus else None, model=model,
                      objective=objective, steps=steps, batch_size=batch_size, sequence_length=sequence_length,
                      vocabulary_size=vocabulary_size, learning_rate=learning_rate, seed=seed,

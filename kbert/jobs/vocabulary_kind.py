@@ -25,8 +25,10 @@ class VocabularyKind:
             tokenizer, or a list of words), learned into `output` if its
             files are absent.
         size: `(vocabulary)` to the number of ids.
+        packages: the import names of the optional packages its pipeline
+            needs (`kbert.jobs.extras.require_packages` checks them).
 
-    >>> kind = VocabularyKind(files=("words.txt",), load=lambda *_: ["[PAD]", "a"], size=len)
+    >>> kind = VocabularyKind(files=("words.txt",), load=lambda *_: ["[PAD]", "a"], size=len, packages=())
     >>> kind.size(kind.load("runs/x", [], 10, print))
     2
     """
@@ -34,6 +36,7 @@ class VocabularyKind:
     files: tuple
     load: Callable
     size: Callable
+    packages: tuple
 
 
 def _word_piece(output, train_documents, vocabulary_size, log):
@@ -68,6 +71,8 @@ def _tokenizer_size(tokenizer):
     return tokenizer.vocabulary_size
 
 
-WORD_PIECE = VocabularyKind(files=("vocab.txt",), load=_word_piece, size=_tokenizer_size)
-BYTE_LEVEL_BPE = VocabularyKind(files=("vocab.json", "merges.txt"), load=_byte_level_bpe, size=_tokenizer_size)
-WORDS = VocabularyKind(files=("vocab.txt",), load=_words, size=len)
+WORD_PIECE = VocabularyKind(files=("vocab.txt",), load=_word_piece, size=_tokenizer_size,
+                            packages=("tensorflow", "tensorflow_text"))
+BYTE_LEVEL_BPE = VocabularyKind(files=("vocab.json", "merges.txt"), load=_byte_level_bpe, size=_tokenizer_size,
+                                packages=("tensorflow", "keras_hub", "tokenizers"))
+WORDS = VocabularyKind(files=("vocab.txt",), load=_words, size=len, packages=("tensorflow",))

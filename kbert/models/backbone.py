@@ -29,7 +29,10 @@ class Backbone(InputChecks, keras.Model):
     - the sizes every transformer backbone has are checked and kept by
       `set_transformer_sizes`.
 
-    A backbone owns no loss: the pretrainers and tasks that wrap it do.
+    A backbone owns no loss: the pretrainers and tasks that wrap it do (the
+    subclass names them in `TRAINED_BY`). Compiled without a `loss` and
+    trained, it raises a `ValueError` naming them, on every backend (Keras
+    alone raises on TensorFlow and PyTorch, and trains on a zero loss on JAX).
 
     Example:
     >>> import kbert
@@ -82,6 +85,14 @@ class Backbone(InputChecks, keras.Model):
     def call(self, inputs, *args, **kwargs):
         check_inputs(self, inputs)
         return super().call(inputs, *args, **kwargs)
+
+    def compute_loss(self, x=None, y=None, y_pred=None, sample_weight=None, training=True):
+        if self._compile_loss is None and not self.losses:
+            raise ValueError(
+                f"{type(self).__name__} is a backbone and owns no loss: train it inside "
+                f"{self.TRAINED_BY}, or compile it with a `loss`."
+            )
+        return super().compute_loss(x, y, y_pred, sample_weight, training)
 
     def get_config(self):
         config = constructor_config(self)

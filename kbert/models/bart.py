@@ -74,6 +74,8 @@ class BART(Backbone):
     (2, 3, 50)
     """
 
+    # What trains it (a backbone owns no loss).
+    TRAINED_BY = "kbert.tasks.Seq2SeqLM"
     INPUT_TABLE = T5.INPUT_TABLE
 
     def __init__(

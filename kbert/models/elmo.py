@@ -57,6 +57,8 @@ class ELMo(Backbone):
         Peters et al., "Deep contextualized word representations", NAACL 2018.
     """
 
+    # What trains it (a backbone owns no loss).
+    TRAINED_BY = "kbert.pretraining.BiLMPretrainer"
     INPUT_TABLE = {
         "character_ids": ids("num_characters", ("batch", "sequence", "max_characters")),
         "padding_mask": mask(),

@@ -86,6 +86,8 @@ class Encoder(Backbone):
     """
 
     # What `kbert.input_checks` checks of the inputs.
+    # What trains it (a backbone owns no loss).
+    TRAINED_BY = "a kbert.pretraining pretrainer or a kbert.tasks task"
     INPUT_TABLE = {
         "token_ids": ids("vocabulary_size"),
         "segment_ids": ids("num_segments"),

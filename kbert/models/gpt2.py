@@ -69,6 +69,8 @@ class GPT2(Backbone):
     ((2, 5, 50), (2, 5, 8))
     """
 
+    # What trains it (a backbone owns no loss).
+    TRAINED_BY = "kbert.tasks.CausalLM"
     INPUT_TABLE = {
         "token_ids": ids("vocabulary_size", ("batch", "sequence")),
         "padding_mask": mask(("batch", "sequence")),

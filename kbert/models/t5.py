@@ -89,6 +89,8 @@ class T5(Backbone):
     """
 
     # What `kbert.input_checks` checks of the inputs.
+    # What trains it (a backbone owns no loss).
+    TRAINED_BY = "kbert.tasks.Seq2SeqLM"
     INPUT_TABLE = {
         "encoder_token_ids": ids("vocabulary_size", ("batch", "encoder_sequence")),
         "encoder_padding_mask": mask(("batch", "encoder_sequence")),

@@ -96,8 +96,12 @@ def require_keys(mapping, keys, what, owner):
         raise ValueError(f"{owner} {what} lack {missing}; received keys {sorted(mapping)}.")
 
 
+# Backbone inputs a batch may leave out: all segment 0; no global tokens (Longformer).
+ZERO_WHEN_ABSENT = ("segment_ids", "global_attention_mask")
+
+
 def backbone_inputs(backbone, inputs):
-    """The entries of `inputs` that `backbone` takes; missing `segment_ids` become zeros.
+    """The entries of `inputs` that `backbone` takes; missing `ZERO_WHEN_ABSENT` entries become zeros.
 
     A `head_mask` entry is passed on too: an `Encoder` takes it beside its
     inputs (see `kbert.analysis.head_importance`).
@@ -110,7 +114,7 @@ def backbone_inputs(backbone, inputs):
     """
     selected = {}
     for name in backbone.input:
-        if name == "segment_ids" and name not in inputs:
+        if name in ZERO_WHEN_ABSENT and name not in inputs:
             selected[name] = ops.zeros_like(inputs["token_ids"])
         else:
             selected[name] = inputs[name]

@@ -1,0 +1,340 @@
+"""Every builder family through every door that applies to it, at a tiny size.
+
+A test id names its pair, `test_door[<family>-<door>]`. The families are
+kbert's builder tables (`kbert.models.presets`), one preset each, shrunk
+here to a tiny size (`TINY`) with everything else of the family kept
+(position offset, segments, factorized or shared layers, sparse attention,
+relative positions, the character CNN):
+
+| door                          | families                                   | not for (why)                                   |
+|-------------------------------|--------------------------------------------|-------------------------------------------------|
+| tour                          | all                                        |                                                 |
+| from_huggingface              | encoders, t5, gpt2, bart (elsewhere)       | elmo: no Hugging Face model, no converter       |
+| with_internals                | encoders, t5                               | gpt2, bart, elmo: the method is the encoders'   |
+|                               |                                            | and T5's (hidden states, attention maps)        |
+| keras_file (save, load)       | all                                        |                                                 |
+| prune_heads                   | encoders, t5; gpt2, bart, elmo refused     |                                                 |
+| pretrain_<objective>          | the objective's family; t5 refused         | t5: span corruption is a library run            |
+|                               |                                            | (examples/t5_span_corruption.py)                |
+| finetune_<task>               | encoders: classify regress tag qa choice;  |                                                 |
+|                               | t5: text; gpt2, bart, elmo refused         |                                                 |
+| generate                      | t5, gpt2, bart (elsewhere)                 | encoders, elmo: no decoder                      |
+| example_<script>              | the families each script runs              |                                                 |
+
+`ELSEWHERE` names, for each pair an existing test covers exactly, that test
+(whose presence is checked here); the other pairs run here. A CLI door
+runs in this process through `kbert.cli.main`: it must return 0, or, for a
+refused pair, stop with a non-zero status and one line `kbert: ...`. The
+examples run in a subprocess with their smallest settings (`--smoke` or
+tiny arguments) and a time limit.
+"""
+
+import ast
+import json
+import os
+import pathlib
+import subprocess
+import sys
+
+import keras
+import numpy as np
+import pytest
+from finetuning_data import VOCABULARY, write_task_files, write_vocabulary
+from tasks.task_testing import FAMILIES as ENCODER_FAMILIES
+
+from kbert import cli
+from kbert.analysis import prune_heads
+from kbert.jobs.pretraining_run import default_corpus
+from kbert.jobs.tour import model_inputs
+from kbert.models import presets
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+SENTENCE = "The quick brown fox jumps over the lazy dog."
+EXAMPLE_TIMEOUT_S = 300
+
+# family -> the preset that stands for it: the encoders' (tests/tasks/task_testing.py), then the others.
+FAMILIES = {**ENCODER_FAMILIES, "t5": "t5_small", "gpt2": "gpt2_tiny", "bart": "bart_tiny", "elmo": "elmo_small"}
+ENCODERS = tuple(ENCODER_FAMILIES)
+_SMALL = dict(num_layers=2, hidden_dim=32, num_heads=2, intermediate_dim=64)
+# What each preset is shrunk to here (the rest of its table entry stays).
+TINY = {
+    "bert": _SMALL,
+    "roberta": _SMALL,
+    "albert": dict(_SMALL, embedding_dim=16),
+    "electra": dict(_SMALL, embedding_dim=16),
+    "distilbert": _SMALL,
+    "bigbird": dict(_SMALL, max_positions=64, attention_kwargs={"block_size": 4, "num_random_blocks": 1}),
+    "longformer": dict(_SMALL, max_positions=66, attention_kwargs={"window": 4}),
+    "t5": dict(_SMALL, key_dim=16),
+    "gpt2": _SMALL,
+    "bart": _SMALL,
+    "elmo": dict(hidden_dim=16, cell_dim=32, filters=((1, 8), (2, 8))),
+}
+# The objective each family pretrains with (`kbert pretrain --objective`).
+OBJECTIVES = {
+    "bert": ("mlm_nsp", "span"),
+    "roberta": ("mlm",),
+    "albert": ("sop",),
+    "electra": ("electra",),
+    "distilbert": ("mlm",),
+    "bigbird": ("mlm",),
+    "longformer": ("mlm",),
+    "gpt2": ("clm",),
+    "elmo": ("bilm",),
+    "bart": ("bart",),
+}
+ENCODER_TASKS = ("classify", "regress", "tag", "qa", "choice")
+# Refused pairs: the door, its arguments, the start of its one-line error.
+REFUSED_FINETUNING = {"gpt2": "classify", "bart": "text", "elmo": "tag"}
+# script -> (the families it runs, its smallest arguments; {output} is a fresh folder, {backend} this one)
+EXAMPLES = {
+    "attention_patterns": (("bigbird", "longformer"), ["--length", "64", "--block-size", "8", "--window", "8",
+                                                       "--output", "{output}/patterns.png"]),
+    "backend_comparison": (("bert", "bigbird", "t5"), ["--backends", "{backend}", "--smoke", "--output",
+                                                       "{output}"]),
+    "bart_denoising": (("bart",), ["--smoke", "--output", "{output}"]),
+    "gpt2_pretrain_and_sample": (("gpt2",), ["--smoke", "--output", "{output}"]),
+    "long_document_classification": (("bert", "bigbird", "longformer"), ["--smoke"]),
+    "masking_strategies": (("bert",), ["--smoke"]),
+    "t5_span_corruption": (("t5",), ["--smoke"]),
+    "tpu_fit": (("bert",), ["--model", "bert_tiny", "--num-layers", "1", "--steps", "2", "--batch-size", "4",
+                            "--sequence-length", "32", "--documents", "40", "--vocabulary-size", "1000",
+                            "--output", "{output}"]),
+}
+
+_CONVERTERS = "tests/checkpoints/test_bert_converter.py::test_outputs_match_transformers"
+_LONG_DOCUMENTS = "tests/checkpoints/test_long_document_converter.py"
+_FINETUNING = "tests/jobs/test_finetuning_run.py::test_every_task_fine_tunes_scores_and_saves"
+# (family, door) -> the test that covers it exactly.
+ELSEWHERE = {
+    **{(family, "from_huggingface"): _CONVERTERS for family in ("bert", "roberta", "albert", "electra",
+                                                                 "distilbert")},
+    ("bigbird", "from_huggingface"): f"{_LONG_DOCUMENTS}::test_big_bird_matches_transformers_where_it_runs_full_attention",
+    ("longformer", "from_huggingface"): f"{_LONG_DOCUMENTS}::test_longformer_matches_transformers",
+    ("t5", "from_huggingface"): "tests/checkpoints/test_t5_converter.py::test_logits_match_transformers",
+    ("gpt2", "from_huggingface"):
+        "tests/checkpoints/test_gpt2_converter.py::test_logits_match_transformers_on_a_left_padded_batch",
+    ("bart", "from_huggingface"): "tests/checkpoints/test_bart_converter.py::test_logits_match_transformers",
+    ("t5", "generate"): "tests/checkpoints/test_t5_converter.py::test_greedy_matches_transformers_generate",
+    ("gpt2", "generate"): "tests/checkpoints/test_gpt2_converter.py::test_greedy_matches_transformers_generate",
+    ("bart", "generate"): "tests/checkpoints/test_bart_converter.py::test_greedy_matches_transformers_generate",
+    ("bert", "pretrain_mlm_nsp"): "tests/jobs/test_pretraining_run.py::test_short_run_evaluates_saves_and_demos",
+    ("bert", "pretrain_span"): "tests/jobs/test_pretraining_run.py::test_short_run_evaluates_saves_and_demos",
+    ("gpt2", "pretrain_clm"): "tests/jobs/test_pretraining_run.py::test_a_short_clm_run_through_the_command",
+    ("elmo", "pretrain_bilm"): "tests/jobs/test_bilm_run.py::test_a_tiny_bilm_run_evaluates_saves_and_demos",
+    ("bart", "pretrain_bart"): "tests/jobs/test_bart_pretraining_run.py::test_short_bart_run_through_the_command",
+    ("bert", "finetune_classify"): "tests/test_cli.py::test_finetune_runs_with_the_options_given",
+    **{("bert", f"finetune_{task}"): _FINETUNING for task in ("regress", "tag", "qa", "choice")},
+    ("t5", "finetune_text"):
+        "tests/jobs/test_finetuning_run.py::test_t5_learns_text_to_text_and_is_scored_on_what_it_generates",
+}
+
+
+def _pairs():
+    """Every (family, door) pair of the matrix, in the table's order."""
+    pairs = [(family, "tour") for family in FAMILIES]
+    pairs += [(family, "from_huggingface") for family in FAMILIES if family != "elmo"]
+    pairs += [(family, "with_internals") for family in (*ENCODERS, "t5")]
+    pairs += [(family, "keras_file") for family in FAMILIES]
+    pairs += [(family, "prune_heads") for family in FAMILIES]
+    pairs += [(family, f"pretrain_{objective}") for family, objectives in OBJECTIVES.items()
+              for objective in objectives]
+    pairs += [("t5", "pretrain_mlm")]  # refused
+    pairs += [(family, f"finetune_{task}") for family in ENCODERS for task in ENCODER_TASKS]
+    pairs += [("t5", "finetune_text"), *((family, f"finetune_{task}") for family, task in REFUSED_FINETUNING.items())]
+    pairs += [(family, "generate") for family in ("t5", "gpt2", "bart")]
+    pairs += [("+".join(families), f"example_{script}") for script, (families, _) in EXAMPLES.items()]
+    return pairs
+
+
+@pytest.fixture(scope="module", autouse=True)
+def tiny_presets():
+    """Each family's preset at its `TINY` size, for every door (the CLI's included) in this module."""
+    with pytest.MonkeyPatch.context() as patch:
+        for family, name in FAMILIES.items():
+            for table in (presets.PRESETS, presets.T5_PRESETS, presets.GPT2_PRESETS, presets.BART_PRESETS,
+                          presets.ELMO_PRESETS):
+                if name in table:
+                    patch.setitem(table, name, {**table[name], **TINY[family]})
+        yield
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory):
+    """Forty documents of the default corpus, as tests/jobs/test_pretraining_run.py's fixture."""
+    path = tmp_path_factory.mktemp("corpus") / "docs.txt"
+    path.write_text("\n\n".join(default_corpus()[:40]), encoding="utf-8")
+    return str(path)
+
+
+@pytest.fixture(scope="module")
+def checkpoints(tmp_path_factory):
+    """`checkpoint(family)`: the family's tiny model.keras with `finetuning_data`'s vocab.txt beside it."""
+    paths = {}
+
+    def checkpoint(family):
+        if family not in paths:
+            folder = tmp_path_factory.mktemp(f"{family}_checkpoint")
+            write_vocabulary(folder)
+            model = presets.build(FAMILIES[family], vocabulary_size=len(VOCABULARY), dropout=0.0)
+            paths[family] = str(folder / "model.keras")
+            model.save(paths[family])
+        return paths[family]
+
+    return checkpoint
+
+
+def _run(arguments, capsys):
+    """`kbert arguments` in this process: it must return 0; its printed output."""
+    try:
+        status = cli.main(arguments)
+    except SystemExit as stop:
+        pytest.fail(f"kbert {' '.join(arguments)} stopped ({stop.code}): {capsys.readouterr().err}")
+    assert status == 0
+    return capsys.readouterr().out
+
+
+def _refused(arguments, capsys):
+    """`kbert arguments` in this process: it must stop with a non-zero status and one line; that line."""
+    with pytest.raises(SystemExit) as stop:
+        cli.main(arguments)
+    code = stop.value.code
+    message = code if isinstance(code, str) else capsys.readouterr().err  # SystemExit(message) prints at exit
+    assert code not in (0, None)
+    assert message.startswith("kbert: ") and message.strip().count("\n") == 0, message
+    return message
+
+
+def _inputs(family, model):
+    return model_inputs(FAMILIES[family], model, SENTENCE)[1]
+
+
+def _numpy(outputs):
+    return {key: keras.ops.convert_to_numpy(value) for key, value in outputs.items()}
+
+
+# --- the doors ---------------------------------------------------------------------------------------
+
+
+def _tour(family, capsys, **_):
+    printed = _run(["tour", "--model", FAMILIES[family], "--sentence", SENTENCE], capsys)
+    assert "parameters" in printed and "forward time" in printed
+    assert ("generated ids" in printed) == (family in ("t5", "gpt2", "bart"))
+
+
+def _with_internals(family, **_):
+    model = presets.build(FAMILIES[family])
+    inputs = _inputs(family, model)
+    internals = _numpy(model.with_internals()(inputs))
+    outputs = _numpy(model(inputs))
+    for key, value in outputs.items():
+        np.testing.assert_allclose(internals[key], value, atol=1e-5)
+    states = [key for key in internals if key.endswith("hidden_states")]
+    probabilities = [key for key in internals if key.endswith("attention_probabilities")]
+    assert states and probabilities
+    for key in probabilities:  # each query's probabilities sum to 1
+        np.testing.assert_allclose(internals[key].sum(-1), 1.0, atol=1e-4)
+
+
+def _keras_file(family, tmp_path, **_):
+    model = presets.build(FAMILIES[family], dropout=0.0)
+    inputs = _inputs(family, model)
+    path = tmp_path / "model.keras"
+    model.save(path)
+    loaded = keras.saving.load_model(path)
+    assert type(loaded) is type(model) and loaded.get_config() == model.get_config()
+    expected, outputs = _numpy(model(inputs)), _numpy(loaded(inputs))
+    assert outputs.keys() == expected.keys()
+    for key, value in expected.items():
+        np.testing.assert_array_equal(outputs[key], value)
+
+
+def _prune_heads(family, **_):
+    model = presets.build(FAMILIES[family], dropout=0.0)
+    if family in ("gpt2", "bart", "elmo"):
+        with pytest.raises(ValueError, match=f"^prune_heads takes a kbert Encoder or T5.*{type(model).__name__}.$"):
+            prune_heads(model, {0: [0]})
+        return
+    heads = {"encoder": {0: [0]}, "decoder": {1: [1]}} if family == "t5" else {0: [1]}
+    pruned = prune_heads(model, heads)
+    assert pruned.count_params() < model.count_params()
+    inputs = _inputs(family, model)
+    for key, value in _numpy(pruned(inputs)).items():
+        assert value.shape == tuple(model(inputs)[key].shape) and np.isfinite(value).all()
+
+
+def _pretrain(family, objective, capsys, corpus, tmp_path, **_):
+    arguments = ["pretrain", "--corpus", corpus, "--output", str(tmp_path / "run"), "--model", FAMILIES[family],
+                 "--objective", objective, "--steps", "2", "--batch-size", "4", "--sequence-length", "32",
+                 "--vocabulary-size", "1000"]
+    if family == "t5":
+        assert "t5_small is an encoder-decoder" in _refused(arguments, capsys)
+        assert not (tmp_path / "run").exists()
+        return
+    _run(arguments, capsys)
+    with open(tmp_path / "run" / "metrics.json") as f:
+        metrics = json.load(f)
+    assert (metrics["model"], metrics["objective"]) == (FAMILIES[family], objective)
+    assert np.isfinite([value for value in metrics.values() if isinstance(value, float)]).all()
+
+
+def _finetune(family, task, capsys, checkpoints, tmp_path, **_):
+    train, validation = write_task_files(task, tmp_path)
+    checkpoint = FAMILIES[family] if family in REFUSED_FINETUNING else checkpoints(family)
+    arguments = ["finetune", "--task", task, "--checkpoint", checkpoint, "--train", train, "--validation",
+                 validation, "--vocabulary", str(tmp_path / "vocab.txt"), "--epochs", "1", "--batch-size", "4",
+                 "--learning-rate", "1e-3", "--sequence-length", "24", "--output", str(tmp_path / "run")]
+    write_vocabulary(tmp_path)
+    if family in REFUSED_FINETUNING:
+        assert f"--task {task} fine-tunes a kbert" in _refused(arguments, capsys)
+        return
+    printed = _run(arguments, capsys)
+    assert "Validation: " in printed
+    assert sorted(os.listdir(tmp_path / "run")) == ["metrics.json", "model.keras", "predictions.jsonl", "run.json"]
+
+
+def _example(script, tmp_path, **_):
+    _, arguments = EXAMPLES[script]
+    values = dict(output=tmp_path / "out", backend=keras.backend.backend())
+    command = [sys.executable, str(ROOT / "examples" / f"{script}.py"), *(a.format(**values) for a in arguments)]
+    environment = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
+    result = subprocess.run(command, cwd=tmp_path, env=environment, capture_output=True, text=True,
+                            timeout=EXAMPLE_TIMEOUT_S)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "Traceback" not in result.stderr
+
+
+def _elsewhere(family, door, **_):
+    """The pair's test lives in another file: check that it is there."""
+    path, name = ELSEWHERE[(family, door)].split("::")
+    tree = ast.parse((ROOT / path).read_text())
+    assert name in {node.name for node in ast.walk(tree) if isinstance(node, ast.FunctionDef)}, (path, name)
+
+
+def _door(family, door):
+    """The function that runs `door` for `family`, with its door-specific arguments."""
+    if (family, door) in ELSEWHERE:
+        return _elsewhere, {}
+    kind, _, what = door.partition("_")
+    if kind == "pretrain":
+        return _pretrain, {"objective": what}
+    if kind == "finetune":
+        return _finetune, {"task": what}
+    if kind == "example":
+        return _example, {"script": what}
+    return {"tour": _tour, "with": _with_internals, "keras": _keras_file, "prune": _prune_heads}[kind], {}
+
+
+@pytest.mark.parametrize("family, door", [pytest.param(f, d, id=f"{f}-{d}") for f, d in _pairs()])
+def test_door(family, door, request, capsys, tmp_path):
+    run, options = _door(family, door)
+    fixtures = {name: request.getfixturevalue(name) for name in ("corpus", "checkpoints")
+                if (run is _pretrain and name == "corpus") or (run is _finetune and name == "checkpoints")}
+    run(family=family, door=door, capsys=capsys, tmp_path=tmp_path, **options, **fixtures)
+
+
+def test_every_pair_is_in_the_matrix_once():
+    pairs = _pairs()
+    assert len(pairs) == len(set(pairs))
+    assert set(ELSEWHERE) <= set(pairs)
+    assert {family for family, _ in pairs} >= set(FAMILIES)
