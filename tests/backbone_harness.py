@@ -36,7 +36,8 @@ class BackboneCase:
             the model picks up the global dtype policy.
         make_inputs: `(batch, length) -> dict` of NumPy inputs.
         batch_sizes, lengths: two of each, both accepted by the family (BigBird
-            and Longformer take multiples of their block and window).
+            and Longformer take multiples of their block and window); the last
+            batch size must not divide by the first (a short last batch).
         compared_outputs: the output names that are a function of the inputs
             and weights alone (None: all of them); ELECTRA's sampled ids are not.
         float32_outputs: output names that stay float32 under a mixed policy
@@ -106,24 +107,30 @@ def check_config_round_trip(case):
 
 
 def check_variable_batch_and_length(case):
-    """Two batch sizes with two lengths through one model: finite outputs, rows independent of the batch."""
+    """Two batch sizes with two lengths through one model: finite outputs, rows independent of the batch.
+
+    The shapes are the ones `check_predict_on_dataset` uses too (JAX compiles each new shape).
+    """
     model = case.make_model()
     for batch, length in zip(case.batch_sizes, case.lengths):
-        x = case.inputs(batch, length)
-        outputs = case.outputs(model, x)
+        outputs = case.outputs(model, case.inputs(batch, length))
         for name, value in outputs.items():
             assert value.shape[0] == batch, (name, value.shape, batch)
             assert np.all(np.isfinite(value)), name
-        first_row = case.outputs(model, keras.tree.map_structure(lambda v: v[:1], x))
-        first_of_batch = {name: value[:1] for name, value in outputs.items()}
-        assert_outputs_close(first_row, first_of_batch, atol=1e-5, context=f"batch {batch}, length {length}")
+    first_rows = keras.tree.map_structure(lambda v: v[: case.batch_sizes[0]], case.inputs(*_last_shape(case)))
+    expected = {name: value[: case.batch_sizes[0]] for name, value in outputs.items()}
+    assert_outputs_close(case.outputs(model, first_rows), expected, atol=1e-5, context="first rows alone")
+
+
+def _last_shape(case):
+    return case.batch_sizes[-1], case.lengths[-1]
 
 
 def check_predict_on_dataset(case):
     """`predict` on a batched `tf.data.Dataset` (a short last batch included) equals the eager call."""
     tf = pytest.importorskip("tensorflow")
     model = case.make_model()
-    x = case.inputs(2 * case.batch_sizes[0] + 1)
+    x = case.inputs(*_last_shape(case))
     dataset = tf.data.Dataset.from_tensor_slices(x).batch(case.batch_sizes[0])
     predicted = case.compared(model.predict(dataset, verbose=0))
     assert_outputs_close(predicted, case.outputs(model, x), atol=1e-5, context="predict")

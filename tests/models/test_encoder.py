@@ -52,8 +52,10 @@ def sparse_inputs(attention, batch=2, length=20):
 
 
 def encoder_case(lengths=(8, 12), **variant):
-    """A harness case of a two-layer Encoder with `variant`'s arguments, at `lengths`."""
+    """A harness case of an Encoder with `variant`'s arguments (two shared layers, else one), at `lengths`."""
     arguments = {**TINY, "max_positions": 32 if "attention" in variant else 16, **variant}
+    if not variant.get("share_layers"):
+        arguments["num_layers"] = 1
     num_segments = variant.get("num_segments", 2)
     attention = variant.get("attention", "dense")
     if attention == "dense":
@@ -93,8 +95,9 @@ def test_padding_never_influences_real_positions():
     assert not np.allclose(first[~real], second[~real])
 
 
+# Dense attention runs with ALBERT's sharing here, and as BERT, RoBERTa, DistilBERT and
+# ELECTRA encoders through the task harness (tests/tasks/).
 BACKBONE_CASES = {
-    "bert": encoder_case(),
     "albert": encoder_case(embedding_dim=8, share_layers=True),
     "bigbird": encoder_case((16, 20), attention="bigbird", attention_kwargs=SPARSE["bigbird"]),
     "longformer": encoder_case((18, 24), attention="longformer", attention_kwargs=SPARSE["longformer"]),
@@ -108,7 +111,9 @@ def test_backbone_harness(check, variant, tmp_path):
 
 
 @pytest.mark.parametrize(
-    "variant", [{"normalize_first": True}, {"position_offset": 2, "num_segments": 1}], ids=["pre_ln", "roberta"]
+    "variant",
+    [{}, {"normalize_first": True}, {"position_offset": 2, "num_segments": 1}],
+    ids=["bert", "pre_ln", "roberta"],
 )
 def test_config_round_trip_of_the_other_variants(variant):
     check_config_round_trip(encoder_case(**variant))

@@ -6,7 +6,7 @@ import json
 import keras
 import numpy as np
 import pytest
-from helpers import assert_close, np_softmax, to_numpy
+from helpers import np_softmax, to_numpy
 from task_harness import TASK_CHECKS, paired_case, run_task_check
 
 import kbert

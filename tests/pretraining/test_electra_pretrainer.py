@@ -4,7 +4,7 @@ the compiled call's own samples."""
 import keras
 import numpy as np
 import pytest
-from helpers import assert_close, np_softmax, to_numpy, xla_call
+from helpers import np_softmax, to_numpy, xla_call
 from task_harness import TASK_CHECKS, paired_case, run_task_check
 
 import kbert

@@ -1,6 +1,5 @@
 """TextClassifier: the task harness; every encoder, both heads against NumPy, the losses, learning."""
 
-import keras
 import numpy as np
 import pytest
 from helpers import assert_close, dense_weights, np_dense, np_gelu, to_numpy
