@@ -216,30 +216,24 @@ def seq2seq_harness_inputs(batch, length, vocabulary_size=40, pad_id=0, start_id
     return seq2seq_inputs(sources, targets, pad_id=pad_id, start_id=start_id)
 
 
-BACKBONE_CHECKS = (
-    "config_round_trip",
-    "variable_batch_and_length",
-    "predict_on_dataset",
-    "mixed_float16",
-    "mixed_bfloat16",
-    "jit_compile",
-    "save_load",
-)
+def _backbone_checks(tmp_path):
+    return {
+        "config_round_trip": check_config_round_trip,
+        "variable_batch_and_length": check_variable_batch_and_length,
+        "predict_on_dataset": check_predict_on_dataset,
+        "mixed_float16": lambda case: check_dtype_policy(case, "mixed_float16"),
+        "mixed_bfloat16": lambda case: check_dtype_policy(case, "mixed_bfloat16"),
+        "jit_compile": check_jit_compile,
+        "save_load": lambda case: check_save_load(case, tmp_path),
+    }
+
+
+BACKBONE_CHECKS = tuple(_backbone_checks(None))
 
 
 def run_backbone_check(check, case, tmp_path):
     """Run one of `BACKBONE_CHECKS` on a `BackboneCase`."""
-    if check == "config_round_trip":
-        check_config_round_trip(case)
-    elif check == "variable_batch_and_length":
-        check_variable_batch_and_length(case)
-    elif check == "predict_on_dataset":
-        check_predict_on_dataset(case)
-    elif check in ("mixed_float16", "mixed_bfloat16"):
-        check_dtype_policy(case, check)
-    elif check == "jit_compile":
-        check_jit_compile(case)
-    elif check == "save_load":
-        check_save_load(case, tmp_path)
-    else:
+    checks = _backbone_checks(tmp_path)
+    if check not in checks:
         raise ValueError(f"Unknown check {check!r}; known: {BACKBONE_CHECKS}.")
+    checks[check](case)

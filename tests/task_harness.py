@@ -80,11 +80,15 @@ def run_task_check(check, case, tmp_path):
         run_backbone_check(check, case, tmp_path)
 
 
-def paired_case(make_model, make_batch, **kwargs):
-    """A `TaskCase` from `make_batch(seed, batch, length) -> (inputs, targets)`, seeded by the length."""
+def paired_case(make_model, make_batch, lengths=(12, 16), **kwargs):
+    """A `TaskCase` from `make_batch(seed, batch, length) -> (inputs, targets)`, seeded by the length.
+
+    The default lengths suit the masked batches of tests/pretraining (6 real tokens or more).
+    """
     return TaskCase(
         make_model,
         lambda batch, length: make_batch(length, batch, length)[0],
         make_targets=lambda x: make_batch(x["token_ids"].shape[1], *x["token_ids"].shape)[1],
+        lengths=lengths,
         **kwargs,
     )

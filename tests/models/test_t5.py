@@ -100,7 +100,7 @@ def test_backbone_harness(check, tmp_path):
     # v1.1 (gated GELU, untied head); v1.0 runs the harness through tests/tasks/test_seq2seq_lm.py.
     v11 = dict(num_layers=1, num_decoder_layers=2, activation="gelu_approximate",
                use_gated_activation=True, tie_embeddings=False)
-    run_backbone_check(check, BackboneCase(lambda: T5(**TINY, **v11), seq2seq_harness_inputs), tmp_path)
+    run_backbone_check(check, BackboneCase(lambda: T5(**{**TINY, **v11}), seq2seq_harness_inputs), tmp_path)
 
 
 def test_rejects_indivisible_width():
