@@ -85,6 +85,7 @@ CASE = TaskCase(
     lambda: TextClassifier(tiny_encoder("roberta"), 5, dropout=0.2, hidden_activation="tanh"),
     lambda batch, length: random_inputs(length, batch, length=length, num_segments=1),
     make_targets=lambda x: {"labels": np.arange(len(x["token_ids"])) % 5},
+    unmoved_variables=("pooler",),  # a head with a hidden layer reads [CLS] of the sequence output
 )
 
 
