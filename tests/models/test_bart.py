@@ -1,13 +1,14 @@
-"""The BART backbone: outputs, incremental decoding, saving, fine-tuning (its parity with
+"""The BART backbone: the backbone harness; outputs, incremental decoding, fine-tuning (its parity with
 transformers: tests/checkpoints/test_bart_converter.py)."""
 
 import keras
 import numpy as np
 import pytest
+from backbone_harness import BACKBONE_CHECKS, BackboneCase, run_backbone_check, seq2seq_harness_inputs
 from helpers import to_numpy
 
 from kbert.models import BART, seq2seq_inputs
-from kbert.models.bart import DECODER_START_ID, PAD_ID
+from kbert.models.bart import DECODER_START_ID, END_ID, PAD_ID
 from kbert.tasks import Seq2SeqLM
 
 TINY = dict(vocabulary_size=40, num_layers=2, num_heads=2, hidden_dim=16, intermediate_dim=24,
@@ -84,15 +85,14 @@ def test_decode_steps_equal_decode(model, cache_write):
         np.testing.assert_allclose(to_numpy(logits), expected[:, index], atol=1e-5, rtol=0)
 
 
-def test_config_and_keras_save_round_trip(tmp_path):
-    model = tiny(num_decoder_layers=1, scale_embedding=True)
-    inputs, _ = batch()
-    expected = to_numpy(model(inputs)["logits"])
-    clone = BART.from_config(model.get_config())
-    assert clone.get_config() == model.get_config()
-    model.save(tmp_path / "bart.keras")
-    loaded = keras.saving.load_model(tmp_path / "bart.keras")
-    np.testing.assert_allclose(to_numpy(loaded(inputs)["logits"]), expected, atol=1e-6)
+def harness_inputs(batch, length):
+    return seq2seq_harness_inputs(batch, length, pad_id=PAD_ID, start_id=DECODER_START_ID, end_id=END_ID)
+
+
+@pytest.mark.parametrize("check", BACKBONE_CHECKS)
+def test_backbone_harness(check, tmp_path):
+    case = BackboneCase(lambda: tiny(num_decoder_layers=1, scale_embedding=True), harness_inputs)
+    run_backbone_check(check, case, tmp_path)
 
 
 def test_fine_tuning_through_seq2seq_lm_lowers_the_loss():

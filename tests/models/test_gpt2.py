@@ -1,4 +1,4 @@
-"""The GPT-2 backbone against a NumPy forward pass; left padding, the key/value cache, init, saving.
+"""The GPT-2 backbone: the backbone harness; a NumPy forward pass, left padding, the key/value cache, init.
 
 Its Hugging Face parity is in tests/checkpoints/test_gpt2_converter.py.
 """
@@ -6,6 +6,7 @@ Its Hugging Face parity is in tests/checkpoints/test_gpt2_converter.py.
 import keras
 import numpy as np
 import pytest
+from backbone_harness import BACKBONE_CHECKS, BackboneCase, causal_harness_inputs, run_backbone_check
 from helpers import (
     assert_close,
     dense_weights,
@@ -145,13 +146,9 @@ def test_initialization_scales_the_residual_projections():
     assert np.all(to_numpy(block.attention_layer.query_dense.bias) == 0)
 
 
-def test_config_and_save_round_trip(model, tmp_path):
-    copy = GPT2.from_config(model.get_config())
-    assert copy.count_params() == model.count_params() and copy.end_id == 0
-    path = str(tmp_path / "gpt2.keras")
-    model.save(path)
-    loaded = keras.saving.load_model(path)
-    assert_close(loaded(batch())["logits"], model(batch())["logits"], atol=1e-6)
+@pytest.mark.parametrize("check", BACKBONE_CHECKS)
+def test_backbone_harness(check, tmp_path):
+    run_backbone_check(check, BackboneCase(lambda: GPT2(**TINY), causal_harness_inputs), tmp_path)
 
 
 def test_builder_overrides_and_errors():

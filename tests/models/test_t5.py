@@ -1,8 +1,9 @@
-"""The T5 backbone: outputs, incremental decoding, saving (its loss: tests/tasks/test_seq2seq_lm.py)."""
+"""The T5 backbone: the backbone harness; outputs, incremental decoding (its loss: tests/tasks/test_seq2seq_lm.py)."""
 
 import keras
 import numpy as np
 import pytest
+from backbone_harness import BACKBONE_CHECKS, BackboneCase, run_backbone_check, seq2seq_harness_inputs
 from helpers import to_numpy
 
 from kbert.models import T5, seq2seq_inputs
@@ -94,23 +95,12 @@ def test_seq2seq_inputs_shift_right():
         seq2seq_inputs(np.array([1, 2]), np.array([[1]]))
 
 
-def test_config_and_keras_save_round_trip(tmp_path):
-    model = tiny(tie_embeddings=False, num_decoder_layers=1)
-    inputs, _ = batch()
-    expected = to_numpy(model(inputs)["logits"])
-    clone = T5.from_config(model.get_config())
-    assert clone.get_config() == model.get_config()
-    model.save(tmp_path / "t5.keras")
-    loaded = keras.saving.load_model(tmp_path / "t5.keras")
-    np.testing.assert_allclose(to_numpy(loaded(inputs)["logits"]), expected, atol=1e-6)
-
-
-def test_mixed_precision_runs():
-    model = tiny(dtype="mixed_bfloat16")
-    inputs, _ = batch()
-    logits = model(inputs)["logits"]
-    assert keras.backend.standardize_dtype(logits.dtype) == "bfloat16"
-    assert np.all(np.isfinite(to_numpy(keras.ops.cast(logits, "float32"))))
+@pytest.mark.parametrize("check", BACKBONE_CHECKS)
+def test_backbone_harness(check, tmp_path):
+    # v1.1 (gated GELU, untied head); v1.0 runs the harness through tests/tasks/test_seq2seq_lm.py.
+    v11 = dict(num_layers=1, num_decoder_layers=2, activation="gelu_approximate",
+               use_gated_activation=True, tie_embeddings=False)
+    run_backbone_check(check, BackboneCase(lambda: T5(**{**TINY, **v11}), seq2seq_harness_inputs), tmp_path)
 
 
 def test_rejects_indivisible_width():

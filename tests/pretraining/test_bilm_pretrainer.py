@@ -1,9 +1,11 @@
-"""The biLM objective: the shifted losses against NumPy, learning in a few steps, saving, bad targets."""
+"""The biLM objective: the task harness; the shifted losses against NumPy, learning in a few steps,
+bad targets."""
 
 import keras
 import numpy as np
 import pytest
 from helpers import np_softmax, padding_mask, random_ids, to_numpy
+from task_harness import TASK_CHECKS, TaskCase, run_task_check
 
 from kbert.models import ELMo
 from kbert.pretraining import BiLMPretrainer, bilm_dataset, learn_word_vocabulary
@@ -49,15 +51,23 @@ def test_a_few_steps_lower_the_loss_of_both_directions():
         assert after[f"{direction}_loss"] < 0.6 * before[f"{direction}_loss"], (before, after)
 
 
-def test_keras_file_round_trip(tmp_path):
-    rng = np.random.default_rng(1)
-    model = _model()
-    x = {"character_ids": random_ids(rng, (2, 5, 50), 262), "padding_mask": padding_mask([5, 3], 5)}
-    expected = to_numpy(model(x))
-    model.save(tmp_path / "bilm.keras")
-    loaded = keras.saving.load_model(tmp_path / "bilm.keras")
-    assert isinstance(loaded.backbone, ELMo) and loaded.vocabulary_size == 20
-    np.testing.assert_array_equal(to_numpy(loaded(x))["backward_logits"], expected["backward_logits"])
+def _character_inputs(batch, length):
+    rng = np.random.default_rng(length)
+    lengths = length - 2 * (np.arange(batch) % 2)
+    return {"character_ids": random_ids(rng, (batch, length, 50), 262), "padding_mask": padding_mask(lengths, length)}
+
+
+CASE = TaskCase(
+    _model,
+    _character_inputs,
+    lengths=(3, 5),  # short: the LSTMs step through them one token at a time
+    make_targets=lambda x: {"token_ids": random_ids(np.random.default_rng(0), x["padding_mask"].shape, 20)},
+)
+
+
+@pytest.mark.parametrize("check", TASK_CHECKS)
+def test_task_harness(check, tmp_path):
+    run_task_check(check, CASE, tmp_path)
 
 
 def test_bad_targets_and_inputs_are_named():

@@ -1,9 +1,10 @@
-"""DistillationTrainer and init_student_from_teacher: losses against NumPy, training, saving."""
+"""DistillationTrainer and init_student_from_teacher: the task harness; losses against NumPy, training."""
 
 import keras
 import numpy as np
 import pytest
-from helpers import assert_close, np_softmax, to_numpy, xla_call
+from helpers import assert_close, np_softmax, to_numpy
+from task_harness import TASK_CHECKS, paired_case, run_task_check
 
 import kbert
 from kbert.pretraining.bert_pretrainer import BertPretrainer
@@ -33,11 +34,11 @@ def masked_lm(num_layers, seed=0, **overrides):
     return model
 
 
-def make_batch(seed=0, batch=BATCH):
+def make_batch(seed=0, batch=BATCH, length=LENGTH):
     rng = np.random.default_rng(seed)
-    lengths = LENGTH - rng.integers(0, 6, batch)
-    padding_mask = (np.arange(LENGTH)[None, :] < lengths[:, None]).astype("int32")
-    original = (rng.integers(5, VOCAB, (batch, LENGTH)) * padding_mask).astype("int32")
+    lengths = length - rng.integers(0, 6, batch)
+    padding_mask = (np.arange(length)[None, :] < lengths[:, None]).astype("int32")
+    original = (rng.integers(5, VOCAB, (batch, length)) * padding_mask).astype("int32")
     original[:, 0] = 1
     positions = np.zeros((batch, PREDICTIONS), "int32")
     weights = np.zeros((batch, PREDICTIONS), "float32")
@@ -133,18 +134,21 @@ def test_teacher_is_frozen_and_the_student_learns():
         np.testing.assert_array_equal(to_numpy(after), before)
 
 
-def test_keras_file_round_trip_and_xla(tmp_path):
-    trainer = DistillationTrainer(masked_lm(1), masked_lm(2), temperature=3.0, ce_weight=0.5)
-    x, _ = make_batch()
-    expected = to_numpy(trainer(x))
-    assert_close(xla_call(trainer, x), expected, atol=1e-5)
-    path = tmp_path / "distillation.keras"
-    trainer.save(path)
-    restored = keras.saving.load_model(path)
-    assert isinstance(restored, DistillationTrainer)
-    assert restored.get_config() == trainer.get_config()
-    assert not restored.teacher.trainable
-    assert_close(restored(x), expected, atol=0)
+CASE = paired_case(
+    lambda: DistillationTrainer(masked_lm(1), masked_lm(2), temperature=3.0, ce_weight=0.5),
+    make_batch,
+)
+
+
+@pytest.mark.parametrize("check", TASK_CHECKS)
+def test_task_harness(check, tmp_path):
+    run_task_check(check, CASE, tmp_path)
+
+
+def test_the_teacher_stays_frozen_through_saving(tmp_path):
+    trainer = DistillationTrainer(masked_lm(1), masked_lm(2))
+    trainer.save(tmp_path / "distillation.keras")
+    assert not keras.saving.load_model(tmp_path / "distillation.keras").teacher.trainable
 
 
 def test_distilbert_student_without_segments_from_a_bert_teacher():

@@ -1,9 +1,11 @@
-"""SpanBertPretrainer: MLM + SBO losses against NumPy, training, serialization, bad input."""
+"""SpanBertPretrainer: the task harness; MLM + SBO losses against NumPy, training, the tied heads
+through saving, bad input."""
 
 import keras
 import numpy as np
 import pytest
-from helpers import assert_close, np_softmax, to_numpy, xla_call
+from helpers import assert_close, np_softmax, to_numpy
+from task_harness import TASK_CHECKS, paired_case, run_task_check
 
 import kbert
 from kbert.pretraining.span_bert_pretrainer import SpanBertPretrainer
@@ -21,12 +23,12 @@ TINY = dict(
 BATCH, LENGTH, PREDICTIONS, MASK_ID = 4, 16, 4, 3
 
 
-def make_batch(seed=0, batch=BATCH):
+def make_batch(seed=0, batch=BATCH, length=LENGTH):
     """One masked span of 3 tokens per example and one padding prediction slot."""
     rng = np.random.default_rng(seed)
-    lengths = LENGTH - rng.integers(0, 6, batch)
-    padding_mask = (np.arange(LENGTH)[None, :] < lengths[:, None]).astype("int32")
-    original = rng.integers(5, TINY["vocabulary_size"], (batch, LENGTH)) * padding_mask
+    lengths = length - rng.integers(0, 6, batch)
+    padding_mask = (np.arange(length)[None, :] < lengths[:, None]).astype("int32")
+    original = rng.integers(5, TINY["vocabulary_size"], (batch, length)) * padding_mask
     original = original.astype("int32")
     original[:, 0] = 1
     names = ("mask_positions", "span_left", "span_right", "span_offsets")
@@ -104,33 +106,24 @@ def test_short_training_run_lowers_the_loss():
     assert history["sbo_loss"][-1] < 0.5 * history["sbo_loss"][0]
 
 
-def test_keras_file_round_trip(tmp_path):
-    model = SpanBertPretrainer(
-        kbert.models.Encoder(**TINY), max_span_length=10, position_embedding_dim=12
-    )
-    x, _ = make_batch()
-    expected = to_numpy(model(x))
+CASE = paired_case(
+    lambda: SpanBertPretrainer(kbert.models.Encoder(**TINY), max_span_length=10, position_embedding_dim=12),
+    make_batch,
+)
+
+
+@pytest.mark.parametrize("check", TASK_CHECKS)
+def test_task_harness(check, tmp_path):
+    run_task_check(check, CASE, tmp_path)
+
+
+def test_heads_stay_tied_through_saving(tmp_path):
+    model = SpanBertPretrainer(kbert.models.Encoder(**TINY), max_span_length=10, position_embedding_dim=12)
     path = tmp_path / "span.keras"
     model.save(path)
     restored = keras.saving.load_model(path)
-    assert isinstance(restored, SpanBertPretrainer)
-    assert restored.get_config() == model.get_config()
     assert restored.sbo_head.token_embedding is restored.backbone.token_embedding
     assert tuple(restored.sbo_head.position_embedding.embeddings.shape) == (10, 12)
-    assert_close(restored(x), expected, atol=0)
-
-
-def test_xla_and_mixed_bfloat16():
-    model = SpanBertPretrainer(kbert.models.Encoder(**TINY))
-    x, y = make_batch()
-    assert_close(xla_call(model, x), model(x), atol=1e-5)
-
-    half = SpanBertPretrainer(kbert.models.Encoder(**TINY, dtype="mixed_bfloat16"))
-    y_pred = half(x)
-    assert keras.backend.standardize_dtype(y_pred["sbo_logits"].dtype) == "bfloat16"
-    loss = half.compute_loss(x, y, y_pred)
-    assert keras.backend.standardize_dtype(loss.dtype) == "float32"
-    assert np.isfinite(to_numpy(loss))
 
 
 def test_missing_span_inputs_are_named():

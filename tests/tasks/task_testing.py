@@ -38,7 +38,7 @@ _FAMILY_SIZES = {
 }
 
 # `fit` is XLA-compiled on TensorFlow and JAX (PyTorch has no XLA here); the
-# compiled forward pass is checked by each test file's `xla_call` test.
+# compiled forward pass is checked by the task harness (tests/task_harness.py).
 JIT_COMPILE = BACKEND != "torch"
 
 

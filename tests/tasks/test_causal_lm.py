@@ -1,9 +1,11 @@
-"""CausalLM: the next-token loss against NumPy, training, saving, generation through the task."""
+"""CausalLM: the task harness; the next-token loss against NumPy, training, generation through the task."""
 
 import keras
 import numpy as np
 import pytest
+from backbone_harness import causal_harness_inputs
 from helpers import to_numpy
+from task_harness import TASK_CHECKS, TaskCase, run_task_check
 
 from kbert.generation import CausalLMGenerator
 from kbert.models import GPT2, T5
@@ -65,6 +67,11 @@ def test_fit_learns_and_reports_the_next_token_metrics():
     losses = history.history["loss"]
     assert np.all(np.isfinite(losses)) and losses[-1] < 0.7 * losses[0]
     assert history.history["clm_accuracy"][-1] > history.history["clm_accuracy"][0]
+
+
+@pytest.mark.parametrize("check", TASK_CHECKS)
+def test_task_harness(check, tmp_path):
+    run_task_check(check, TaskCase(lambda: CausalLM(GPT2(**TINY)), causal_harness_inputs), tmp_path)
 
 
 def test_save_load_round_trip_then_generate(lm, tmp_path):

@@ -1,13 +1,13 @@
-"""MultipleChoice: every encoder against the flattened backbone in NumPy, the loss,
-choice-count errors, .keras round trip, XLA, learning."""
+"""MultipleChoice: the task harness; every encoder against the flattened backbone in NumPy,
+the loss, choice-count errors, learning."""
 
 import numpy as np
 import pytest
-from helpers import assert_close, dense_weights, np_dense, to_numpy, xla_call
+from helpers import assert_close, dense_weights, np_dense, to_numpy
+from task_harness import TASK_CHECKS, TaskCase, run_task_check
 from task_testing import (
     FAMILIES,
     fine_tune,
-    keras_round_trip,
     np_cross_entropy,
     np_weighted_mean,
     random_inputs,
@@ -63,16 +63,16 @@ def test_choice_counts_that_differ_are_rejected():
         MultipleChoice(tiny_encoder(), 1)
 
 
-def test_keras_file_round_trip(tmp_path):
-    model = MultipleChoice(tiny_encoder("electra"), CHOICES, dropout=0.2)
-    restored = keras_round_trip(model, random_inputs(3, BATCH, choices=CHOICES), tmp_path)
-    assert (restored.num_choices, restored.dropout) == (CHOICES, 0.2)
+CASE = TaskCase(
+    lambda: MultipleChoice(tiny_encoder("albert"), CHOICES, dropout=0.2),
+    lambda batch, length: random_inputs(length, batch, choices=CHOICES, length=length),
+    make_targets=lambda x: {"labels": np.arange(len(x["token_ids"])) % CHOICES},
+)
 
 
-def test_xla_call_matches_eager():
-    model = MultipleChoice(tiny_encoder("longformer"), CHOICES)
-    x = random_inputs(4, BATCH, choices=CHOICES, num_segments=1)
-    assert_close(xla_call(model, x), model(x), atol=1e-5)
+@pytest.mark.parametrize("check", TASK_CHECKS)
+def test_task_harness(check, tmp_path):
+    run_task_check(check, CASE, tmp_path)
 
 
 def _marked_choice_data(seed, batch):

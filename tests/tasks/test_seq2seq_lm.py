@@ -1,9 +1,11 @@
-"""Seq2SeqLM: the token loss against NumPy, training, saving, generation through the task."""
+"""Seq2SeqLM: the task harness; the token loss against NumPy, training, generation through the task."""
 
 import keras
 import numpy as np
 import pytest
+from backbone_harness import seq2seq_harness_inputs
 from helpers import to_numpy
+from task_harness import TASK_CHECKS, TaskCase, run_task_check
 
 import kbert
 from kbert.generation import Seq2SeqGenerator
@@ -81,16 +83,17 @@ def test_span_corruption_pretraining_fits():
     assert any(not np.array_equal(b, to_numpy(w)) for b, w in zip(before, lm.trainable_weights))
 
 
-def test_config_and_keras_save_round_trip(tmp_path):
-    lm = Seq2SeqLM(T5(**{**TINY, "tie_embeddings": False}))
-    inputs, _ = batch()
-    expected = to_numpy(lm(inputs))
-    clone = Seq2SeqLM.from_config(lm.get_config())
-    assert clone.get_config() == lm.get_config()
-    lm.save(tmp_path / "lm.keras")
-    loaded = keras.saving.load_model(tmp_path / "lm.keras")
-    assert isinstance(loaded, Seq2SeqLM) and isinstance(loaded.backbone, T5)
-    np.testing.assert_allclose(to_numpy(loaded(inputs)), expected, atol=1e-6)
+def shifted_targets(x):
+    """The targets `seq2seq_inputs` shifted right into the decoder inputs."""
+    ids, mask = x["decoder_token_ids"], x["decoder_padding_mask"]
+    return np.concatenate([ids[:, 1:], np.ones_like(ids[:, :1])], axis=1) * mask
+
+
+@pytest.mark.parametrize("check", TASK_CHECKS)
+def test_task_harness(check, tmp_path):
+    # v1.0 (tied, rescaled head); v1.1 runs the harness through tests/models/test_t5.py.
+    case = TaskCase(lambda: Seq2SeqLM(T5(**TINY)), seq2seq_harness_inputs, make_targets=shifted_targets)
+    run_task_check(check, case, tmp_path)
 
 
 def test_generate_is_the_generator_on_the_backbone(lm):

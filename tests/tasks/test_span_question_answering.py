@@ -1,13 +1,13 @@
-"""SpanQuestionAnswering: every encoder, masked logits and the loss against NumPy, global
-questions on Longformer and BigBird, .keras round trip, XLA, learning."""
+"""SpanQuestionAnswering: the task harness; every encoder, masked logits and the loss against
+NumPy, global questions on Longformer and BigBird, learning."""
 
 import numpy as np
 import pytest
-from helpers import assert_close, dense_weights, np_dense, to_numpy, xla_call
+from helpers import assert_close, dense_weights, np_dense, to_numpy
+from task_harness import TASK_CHECKS, TaskCase, run_task_check
 from task_testing import (
     FAMILIES,
     fine_tune,
-    keras_round_trip,
     np_cross_entropy,
     np_weighted_mean,
     random_inputs,
@@ -82,11 +82,25 @@ def test_bigbird_question_must_sit_in_the_first_global_block():
     model({**short, "question_mask": _question_mask(short, 5)})
 
 
-def test_keras_file_round_trip(tmp_path):
-    model = SpanQuestionAnswering(tiny_encoder("longformer"))
-    x = random_inputs(4, BATCH, num_segments=1)
-    x["question_mask"] = _question_mask(x)
-    keras_round_trip(model, x, tmp_path)
+def _question_inputs(batch, length):
+    x = random_inputs(length, batch, length=length, num_segments=1)
+    return {**x, "question_mask": _question_mask(x)}
+
+
+CASE = TaskCase(
+    lambda: SpanQuestionAnswering(tiny_encoder("longformer")),
+    _question_inputs,
+    lengths=(8, 16),  # multiples of the window (4)
+    float32_outputs=("start_logits", "end_logits"),
+    make_targets=lambda x: {"start_positions": np.arange(len(x["token_ids"])) % 4,
+                            "end_positions": np.arange(len(x["token_ids"])) % 4 + 1},
+    unmoved_variables=("pooler",),  # the head reads the sequence output
+)
+
+
+@pytest.mark.parametrize("check", TASK_CHECKS)
+def test_task_harness(check, tmp_path):
+    run_task_check(check, CASE, tmp_path)
 
 
 def test_logits_are_float32_under_mixed_bfloat16():
@@ -97,12 +111,6 @@ def test_logits_are_float32_under_mixed_bfloat16():
     assert (outputs["end_logits"][x["padding_mask"] == 0] == -1e9).all()
     y = {"start_positions": np.array([0, 1, 2, 3]), "end_positions": np.array([0, 1, 3, 3])}
     assert np.isfinite(to_numpy(model.compute_loss(x, y, model(x))))
-
-
-def test_xla_call_matches_eager():
-    model = SpanQuestionAnswering(tiny_encoder("roberta"))
-    x = random_inputs(5, BATCH, num_segments=1)
-    assert_close(xla_call(model, x), model(x), atol=1e-5)
 
 
 def _marker_spans(seed, batch):

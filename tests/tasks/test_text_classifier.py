@@ -1,14 +1,12 @@
-"""TextClassifier: every encoder, both heads against NumPy, the losses, .keras round trip,
-XLA, learning."""
+"""TextClassifier: the task harness; every encoder, both heads against NumPy, the losses, learning."""
 
-import keras
 import numpy as np
 import pytest
-from helpers import assert_close, dense_weights, np_dense, np_gelu, to_numpy, xla_call
+from helpers import assert_close, dense_weights, np_dense, np_gelu, to_numpy
+from task_harness import TASK_CHECKS, TaskCase, run_task_check
 from task_testing import (
     FAMILIES,
     fine_tune,
-    keras_round_trip,
     np_cross_entropy,
     np_weighted_mean,
     random_inputs,
@@ -83,28 +81,17 @@ def test_longformer_makes_the_first_token_global():
     assert np.abs(to_numpy(model(x)) - to_numpy(no_global)).max() > 1e-2
 
 
-def test_keras_file_round_trip(tmp_path):
-    model = TextClassifier(tiny_encoder("roberta"), 5, dropout=0.2, hidden_activation="tanh")
-    restored = keras_round_trip(model, random_inputs(5, BATCH, num_segments=1), tmp_path)
-    assert (restored.num_classes, restored.dropout, restored.hidden_activation) == (5, 0.2, "tanh")
+CASE = TaskCase(
+    lambda: TextClassifier(tiny_encoder("roberta"), 5, dropout=0.2, hidden_activation="tanh"),
+    lambda batch, length: random_inputs(length, batch, length=length, num_segments=1),
+    make_targets=lambda x: {"labels": np.arange(len(x["token_ids"])) % 5},
+    unmoved_variables=("pooler",),  # a head with a hidden layer reads [CLS] of the sequence output
+)
 
 
-def test_mixed_bfloat16_logits_and_a_float32_loss():
-    backbone = tiny_encoder(dtype="mixed_bfloat16")
-    model = TextClassifier(backbone, num_classes=3, hidden_activation="tanh")
-    x = random_inputs(8, BATCH)
-    logits = model(x)
-    assert keras.backend.standardize_dtype(logits.dtype) == "bfloat16"
-    assert all(keras.backend.standardize_dtype(w.dtype) == "float32" for w in model.weights)
-    loss = model.compute_loss(x, {"labels": np.array([0, 1, 2, 0])}, logits)
-    assert keras.backend.standardize_dtype(loss.dtype) == "float32"
-    assert np.isfinite(to_numpy(loss))
-
-
-def test_xla_call_matches_eager():
-    model = TextClassifier(tiny_encoder("albert"), num_classes=3, hidden_activation="relu")
-    x = random_inputs(6, BATCH)
-    assert_close(xla_call(model, x), model(x), atol=1e-5)
+@pytest.mark.parametrize("check", TASK_CHECKS)
+def test_task_harness(check, tmp_path):
+    run_task_check(check, CASE, tmp_path)
 
 
 def _token_7_data(seed, batch):

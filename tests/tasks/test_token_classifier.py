@@ -1,13 +1,12 @@
-"""TokenClassifier: every encoder, the masked loss against NumPy, .keras round trip, XLA,
-learning."""
+"""TokenClassifier: the task harness; every encoder, the masked loss against NumPy, learning."""
 
 import numpy as np
 import pytest
-from helpers import assert_close, dense_weights, np_dense, to_numpy, xla_call
+from helpers import assert_close, dense_weights, np_dense, to_numpy
+from task_harness import TASK_CHECKS, TaskCase, run_task_check
 from task_testing import (
     FAMILIES,
     fine_tune,
-    keras_round_trip,
     np_cross_entropy,
     np_weighted_mean,
     random_inputs,
@@ -65,16 +64,17 @@ def test_loss_and_accuracy_count_labelled_real_tokens_only():
     np.testing.assert_allclose(float(to_numpy(again)), loss, rtol=1e-6)
 
 
-def test_keras_file_round_trip(tmp_path):
-    model = TokenClassifier(tiny_encoder("distilbert"), NUM_LABELS, dropout=0.3)
-    restored = keras_round_trip(model, random_inputs(2, BATCH, num_segments=0), tmp_path)
-    assert (restored.num_labels, restored.dropout) == (NUM_LABELS, 0.3)
+CASE = TaskCase(
+    lambda: TokenClassifier(tiny_encoder("distilbert"), NUM_LABELS, dropout=0.3),
+    lambda batch, length: random_inputs(length, batch, length=length, num_segments=0),
+    make_targets=lambda x: {"labels": _labels(x, 0)},
+    unmoved_variables=("pooler",),  # the head reads the sequence output
+)
 
 
-def test_xla_call_matches_eager():
-    model = TokenClassifier(tiny_encoder("bigbird"), NUM_LABELS)
-    x = random_inputs(3, BATCH)
-    assert_close(xla_call(model, x), model(x), atol=1e-5)
+@pytest.mark.parametrize("check", TASK_CHECKS)
+def test_task_harness(check, tmp_path):
+    run_task_check(check, CASE, tmp_path)
 
 
 def _tagging_data(seed, batch):
