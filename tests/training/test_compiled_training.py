@@ -42,7 +42,7 @@ def _bert():
     return BertPretrainer(_encoder(), pair_objective="nsp"), make_batch()
 
 
-# Verified so far; the other pretrainers and tasks are not yet (BiLMPretrainer fails: ELMo's LSTM).
+# Verified so far; the other pretrainers and tasks are not (BiLMPretrainer fails, cause not yet diagnosed).
 MODELS = {
     "BertPretrainer": _bert,
 }
