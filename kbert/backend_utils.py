@@ -254,6 +254,33 @@ def torch_fused_adam(variables, gradients, momentums, velocities, step, learning
         )
 
 
+def torch_compiled_training_step(step, optimizer, variables):
+    """`step` (Keras' PyTorch training step on one batch) under `torch.compile`, as one graph. PyTorch only.
+
+    Keras passes its step to `torch.compile` as it is, and dynamo breaks the
+    graph twice in it: at `loss.backward()` (traced only with dynamo's
+    `trace_autograd_ops`, which is off by default), and at the `re.search`
+    with which Keras' optimizers pick the variables excluded from weight
+    decay (keras-team/keras#21173 asks for a compilable exclusion). Here the
+    step is traced with `trace_autograd_ops` on, and the optimizer's answer
+    for each of `variables` is computed before the first trace (Keras caches
+    it per variable), so that forward, backward and update form one graph.
+    """
+    import torch
+
+    optimizer = getattr(optimizer, "inner_optimizer", optimizer)  # a LossScaleOptimizer's
+    if hasattr(optimizer, "_use_weight_decay"):
+        for variable in variables:
+            optimizer._use_weight_decay(variable)
+    compiled = torch.compile(step)
+
+    def compiled_step(data):
+        with torch._dynamo.config.patch(trace_autograd_ops=True):
+            return compiled(data)
+
+    return compiled_step
+
+
 def dense(inputs, kernel, bias, kernel_transposed=False):
     """`inputs @ kernel + bias` (`bias` may be None), with the bias added inside the matmul on PyTorch.
 

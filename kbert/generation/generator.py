@@ -223,6 +223,10 @@ class Generator:
         rows = ops.shape(tokens)[0]
         finished = ops.zeros((rows,), "bool")
         scores = initial_beam_scores(rows // beams, beams)
+        # The step's constants as tensors made once: on eager PyTorch a Python
+        # number or list in a step is a host-to-device copy at every step.
+        pad_id, end_id = (ops.convert_to_tensor(i, "int32") for i in (self.pad_id, self.end_id))
+        first_column, column_step = (ops.convert_to_tensor(i, "int32") for i in ([0, offset], [0, 1]))
 
         def cond(index, tokens, caches, finished, scores, seed_state):
             return ops.logical_and(index < steps, ops.logical_not(ops.all(finished)))
@@ -240,9 +244,10 @@ class Generator:
                     logits, seed_state, self.seed_generator, self.strategy,
                     temperature=self.temperature, top_k=self.top_k, top_p=self.top_p,
                 )
-            next_ids = ops.where(finished, self.pad_id, ops.cast(next_ids, "int32"))
-            tokens = ops.slice_update(tokens, [0, index + offset], ops.expand_dims(next_ids, 1))
-            finished = ops.logical_or(finished, ops.equal(next_ids, self.end_id))
+            next_ids = ops.where(finished, pad_id, ops.cast(next_ids, "int32"))
+            start = ops.add(first_column, ops.multiply(column_step, index))
+            tokens = ops.slice_update(tokens, start, ops.expand_dims(next_ids, 1))
+            finished = ops.logical_or(finished, ops.equal(next_ids, end_id))
             return index + 1, tokens, caches, finished, scores, seed_state
 
         loop_vars = (ops.convert_to_tensor(0, "int32"), tokens, caches, finished, scores, seed_state)

@@ -85,20 +85,23 @@ class RelativePositionBias(DirectCall, keras.layers.Layer):
         """Bucket index (int32) of each relative position `key − query`."""
         num_buckets = self.num_buckets
         relative_position = ops.cast(relative_position, "int32")
+        # Bounds as tensors like `relative_position` (`zeros + c`): a Python
+        # number given to `keras.ops` is a host-to-device copy on eager PyTorch.
+        zeros = ops.zeros_like(relative_position)
         if self.bidirectional:
             num_buckets //= 2
             offset = ops.cast(relative_position > 0, "int32") * num_buckets
             distance = ops.abs(relative_position)
         else:
             offset = 0
-            distance = -ops.minimum(relative_position, 0)
+            distance = -ops.minimum(relative_position, zeros)
         max_exact = num_buckets // 2
-        ratio = ops.cast(ops.maximum(distance, 1), "float32") / max_exact
+        ratio = ops.cast(ops.maximum(distance, zeros + 1), "float32") / max_exact
         large = max_exact + ops.cast(
             ops.log(ratio) / math.log(self.max_distance / max_exact) * (num_buckets - max_exact),
             "int32",
         )
-        large = ops.minimum(large, num_buckets - 1)
+        large = ops.minimum(large, zeros + (num_buckets - 1))
         return offset + ops.where(distance < max_exact, distance, large)
 
     def call(self, query, key=None, query_offset=0):

@@ -23,8 +23,8 @@ def position_ids(padding_mask):
     >>> ops.convert_to_numpy(position_ids(ops.convert_to_tensor([[0, 0, 1, 1]]))).tolist()
     [[0, 0, 0, 1]]
     """
-    padding_mask = ops.cast(padding_mask, "int32")
-    return ops.maximum(ops.cumsum(padding_mask, axis=1) - 1, 0)
+    positions = ops.cumsum(ops.cast(padding_mask, "int32"), axis=1) - 1
+    return ops.maximum(positions, ops.zeros_like(positions))  # no 0 from the host on eager PyTorch
 
 
 @keras.saving.register_keras_serializable(package="kbert")

@@ -381,7 +381,7 @@ class T5(Backbone):
         if self.lm_head is not None:
             return self.lm_head(sequence_output)
         # v1.0 ties the output projection to the embeddings and rescales by d^-0.5.
-        scaled = sequence_output * ops.cast(self.hidden_dim**-0.5, sequence_output.dtype)
+        scaled = sequence_output * self.hidden_dim**-0.5  # a Python factor keeps the tensor's dtype
         return self.token_embedding(scaled, reverse=True)
 
     # --- Pieces for generation ------------------------------------------------

@@ -47,7 +47,7 @@ class AdamW(keras.optimizers.AdamW):
         return [self._momentums[i] for i in indices], [self._velocities[i] for i in indices]
 
     def _backend_update_step(self, grads, trainable_variables, learning_rate):
-        if keras.backend.backend() != "torch":
+        if keras.backend.backend() != "torch" or _compiling():
             return super()._backend_update_step(grads, trainable_variables, learning_rate)
         momentums, velocities = self._slots(trainable_variables)
         step = ops.cast(self.iterations + 1, "float32")
@@ -75,3 +75,10 @@ class AdamW(keras.optimizers.AdamW):
         denominator = ops.sqrt(velocity) / ops.sqrt(second_correction) + self.epsilon
         rate = ops.cast(learning_rate, dtype) / first_correction
         self.assign_sub(variable, rate * momentum / denominator)
+
+
+def _compiling():
+    """Whether `torch.compile` is tracing: its graphs take no fused Adam (no fake kernel for a tensor rate on the CPU)."""
+    import torch
+
+    return torch.compiler.is_compiling()

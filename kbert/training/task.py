@@ -7,6 +7,7 @@ of inputs or targets, `backbone_inputs` picks the backbone's entries from it.
 import keras
 from keras import ops
 
+from kbert.backend_utils import torch_compiled_training_step
 from kbert.input_checks import InputChecks, check_inputs
 from kbert.serialization import constructor_config, deserialize_arguments
 
@@ -53,6 +54,26 @@ class Task(InputChecks, keras.Model):
     def __call__(self, inputs, *args, **kwargs):
         check_inputs(self, inputs)
         return super().__call__(inputs, *args, **kwargs)
+
+    def make_train_function(self, force=False):
+        """Keras' training step; under `jit_compile=True` on PyTorch, one `torch.compile` graph.
+
+        Keras compiles its PyTorch step with `torch.compile` as it is, which
+        breaks the graph at `loss.backward()` and at the optimizer's regex
+        for weight decay (see `kbert.backend_utils.torch_compiled_training_step`).
+        """
+        if self.train_function is not None and not force:
+            return self.train_function
+        if keras.backend.backend() != "torch" or not self.jit_compile:
+            return super().make_train_function(force)
+        self.jit_compile = False  # Keras' eager step, compiled here instead
+        try:
+            super().make_train_function(force)
+        finally:
+            self.jit_compile = True
+        self.train_function = torch_compiled_training_step(self.train_function, self.optimizer,
+                                                           self.trainable_variables)
+        return self.train_function
 
     def get_config(self):
         config = constructor_config(self)
