@@ -18,7 +18,7 @@ import contextlib
 import dataclasses
 import functools
 import json
-from typing import Callable, Optional
+from collections.abc import Callable
 
 import keras
 import numpy as np
@@ -55,12 +55,12 @@ class BackboneCase:
     make_inputs: Callable[[int, int], dict]
     batch_sizes: tuple = (2, 3)
     lengths: tuple = (8, 12)
-    compared_outputs: Optional[tuple] = None
+    compared_outputs: tuple | None = None
     float32_outputs: tuple = ()
     mixed_tolerance: dict = dataclasses.field(
         default_factory=lambda: {"mixed_bfloat16": 0.05, "mixed_float16": 0.01}
     )
-    torch_compile_failure: Optional[str] = None
+    torch_compile_failure: str | None = None
 
     def inputs(self, batch=None, length=None):
         """Inputs of the first batch size and length unless given."""

@@ -11,7 +11,8 @@ Under a mixed policy the task's loss must come out float32 and finite as well.
 """
 
 import dataclasses
-from typing import Any, Callable, Optional
+from typing import Any
+from collections.abc import Callable
 
 import keras
 import numpy as np
@@ -32,7 +33,7 @@ class TaskCase(BackboneCase):
             step leaves alone because the task never reads them (an unused pooler).
     """
 
-    make_targets: Optional[Callable[[dict], Any]] = None
+    make_targets: Callable[[dict], Any] | None = None
     unmoved_variables: tuple = ()
 
     def targets(self, x):

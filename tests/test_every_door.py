@@ -109,7 +109,8 @@ _FINETUNING = "tests/jobs/test_finetuning_run.py::test_every_task_fine_tunes_sco
 ELSEWHERE = {
     **{(family, "from_huggingface"): _CONVERTERS for family in ("bert", "roberta", "albert", "electra",
                                                                  "distilbert")},
-    ("bigbird", "from_huggingface"): f"{_LONG_DOCUMENTS}::test_big_bird_matches_transformers_where_it_runs_full_attention",
+    ("bigbird", "from_huggingface"):
+        f"{_LONG_DOCUMENTS}::test_big_bird_matches_transformers_where_it_runs_full_attention",
     ("longformer", "from_huggingface"): f"{_LONG_DOCUMENTS}::test_longformer_matches_transformers",
     ("t5", "from_huggingface"): "tests/checkpoints/test_t5_converter.py::test_logits_match_transformers",
     ("gpt2", "from_huggingface"):

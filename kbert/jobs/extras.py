@@ -3,7 +3,8 @@
 `pip install kbert[jax]` (or `[torch]`) installs no text pipeline: the
 tokenizers, the `tf.data` input pipelines and the learning curve come with
 the `text` extra. A job calls `require_packages` before it writes or trains
-anything (`kbert pretrain` with its objective's `packages`), so that a run does not train for its whole length and then stop
+anything (`kbert pretrain` with its objective's `packages`), so that a run
+does not train for its whole length and then stop
 on an import.
 """
 

@@ -78,7 +78,10 @@ class AdamW(keras.optimizers.AdamW):
 
 
 def _compiling():
-    """Whether `torch.compile` is tracing: its graphs take no fused Adam (no fake kernel for a tensor rate on the CPU)."""
+    """Whether `torch.compile` is tracing: its graphs take no fused Adam.
+
+    (The fused kernel has no fake implementation for a tensor learning rate on the CPU.)
+    """
     import torch
 
     return torch.compiler.is_compiling()
