@@ -18,15 +18,7 @@ from kbert.jobs.bilm_objective import BILM, bilm_data
 from kbert.jobs.language_model_objectives import MASKED_LM, NEXT_TOKEN, PERMUTATION_LM, token_data
 from kbert.jobs.pretraining_objective import TRAINS_ALONE, PretrainingObjective
 from kbert.jobs.vocabulary_kind import BYTE_LEVEL_BPE, WORD_PIECE, WORDS
-from kbert.models.presets import (
-    BART_PRESETS,
-    ELMO_PRESETS,
-    GPT2_PRESETS,
-    PRESETS,
-    T5_PRESETS,
-    XLNET_PRESETS,
-    build,
-)
+from kbert.models.presets import BART_PRESETS, ELMO_PRESETS, GPT2_PRESETS, PRESETS, T5_PRESETS, XLNET_PRESETS, build
 from kbert.pretraining.bert_pretrainer import BertPretrainer
 from kbert.pretraining.bilm_pretrainer import BiLMPretrainer
 from kbert.pretraining.electra_pretrainer import ElectraPretrainer

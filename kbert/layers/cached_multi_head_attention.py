@@ -123,21 +123,9 @@ class CachedMultiHeadAttention(MultiHeadAttention):
                 f"key_dim={self.key_dim}, value_dim={self.value_dim}."
             )
 
-    def call(
-        self,
-        query,
-        value=None,
-        key=None,
-        padding_mask=None,
-        attention_mask=None,
-        attention_bias=None,
-        cache=None,
-        cache_update_index=None,
-        cache_write="functional",
-        training=None,
-        return_probabilities=False,
-        head_mask=None,
-    ):
+    def call(self, query, value=None, key=None, padding_mask=None, attention_mask=None, attention_bias=None,
+             cache=None, cache_update_index=None, cache_write="functional", training=None,
+             return_probabilities=False, head_mask=None):
         if cache_write not in CACHE_WRITES:
             raise ValueError(f"cache_write must be one of {CACHE_WRITES}; received {cache_write!r}.")
         value = query if value is None else value

@@ -65,12 +65,12 @@ class BART(Backbone):
         dtype: dtype policy.
 
     Example:
+    >>> import numpy as np
     >>> model = BART(vocabulary_size=50, num_layers=1, num_heads=2, hidden_dim=8,
     ...              intermediate_dim=16, max_positions=16)
-    >>> ids, mask = keras.ops.ones((2, 5), "int32"), keras.ops.ones((2, 5), "int32")
-    >>> outputs = model({"encoder_token_ids": ids, "encoder_padding_mask": mask,
-    ...                  "decoder_token_ids": ids[:, :3], "decoder_padding_mask": mask[:, :3]})
-    >>> tuple(outputs["logits"].shape)
+    >>> source = {"encoder_token_ids": np.full((2, 5), 4, "int32"), "encoder_padding_mask": np.ones((2, 5), "int32")}
+    >>> target = {"decoder_token_ids": np.full((2, 3), 4, "int32"), "decoder_padding_mask": np.ones((2, 3), "int32")}
+    >>> tuple(model({**source, **target})["logits"].shape)
     (2, 3, 50)
     """
 

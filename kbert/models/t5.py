@@ -88,9 +88,9 @@ class T5(Backbone):
     (2, 3, 50)
     """
 
-    # What `kbert.input_checks` checks of the inputs.
     # What trains it (a backbone owns no loss).
     TRAINED_BY = "kbert.tasks.Seq2SeqLM"
+    # What `kbert.input_checks` checks of the inputs.
     INPUT_TABLE = {
         "encoder_token_ids": ids("vocabulary_size", ("batch", "encoder_sequence")),
         "encoder_padding_mask": mask(("batch", "encoder_sequence")),
