@@ -16,7 +16,8 @@ from kbert.models import presets
 
 
 def test_every_objective_is_a_complete_record():
-    assert list(OBJECTIVES) == ["mlm_nsp", "mlm", "sop", "span", "electra", "clm", "bilm", "bart"]
+    assert list(OBJECTIVES) == ["mlm_nsp", "mlm", "sop", "span", "electra", "structbert", "plm", "clm", "bilm",
+                                "bart"]
     for objective in OBJECTIVES.values():
         assert isinstance(objective, PretrainingObjective) and isinstance(objective.report, PretrainingReport)
         assert all(callable(getattr(objective, name)) for name in ("model", "pretrainer", "data"))
@@ -34,7 +35,8 @@ def test_the_command_names_every_objective():
 
 
 def test_every_model_family_is_pretrained_by_some_objective_or_refused_with_a_reason():
-    tables = [presets.PRESETS, presets.GPT2_PRESETS, presets.ELMO_PRESETS, presets.BART_PRESETS]
+    tables = [presets.PRESETS, presets.GPT2_PRESETS, presets.ELMO_PRESETS, presets.BART_PRESETS,
+              presets.XLNET_PRESETS]
     assert all(any(objective.models is table for objective in OBJECTIVES.values()) for table in tables)
     assert set(objective_catalog.NOT_PRETRAINED) == set(presets.T5_PRESETS)
 
