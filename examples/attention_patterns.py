@@ -11,6 +11,7 @@ picture is exactly what the kernels compute.
 """
 
 import argparse
+import os
 
 import numpy as np
 
@@ -56,6 +57,7 @@ def main():
         ax.set_xlabel("key")
         ax.set_ylabel("query")
     figure.tight_layout()
+    os.makedirs(os.path.dirname(os.path.abspath(args.output)), exist_ok=True)
     figure.savefig(args.output, dpi=110)
     for title, pattern in panels.items():
         print(f"{title:40s} attends to {pattern.mean():6.1%} of the pairs")

@@ -42,6 +42,7 @@ from kbert.resumable_run import DEFAULT_SAVE_EVERY, ResumableRun, check_output
 from kbert.jobs import finetuning_catalog
 from kbert.jobs.extras import FINETUNING_PACKAGES, require_packages
 from kbert.checkpoints.checkpoint_loading import load_checkpoint
+from kbert.models.presets import preset_class
 
 WARMUP_SHARE = 0.1
 # The BBC News demo fine-tunes `kbert pretrain`'s briefly pretrained small model. A small
@@ -62,11 +63,12 @@ def _check_paths(task, train, validation, output):
     check_output(output)
 
 
-def _check_backbone(task, backbone):
+def _check_backbone(task, backbone_class):
+    """Refuse a backbone class (of a loaded checkpoint, or of a builder name before it is built) the task cannot use."""
     wanted = finetuning_catalog.TASKS[task].backbone_type
-    if not isinstance(backbone, wanted):
+    if backbone_class is not None and not issubclass(backbone_class, wanted):
         raise ValueError(f"--task {task} fine-tunes a kbert {wanted.__name__}; the checkpoint's backbone is "
-                         f"kbert.models.{type(backbone).__name__}.")
+                         f"kbert.models.{backbone_class.__name__}.")
 
 
 def _check_sizes(backbone, sequence_length, epochs, batch_size, learning_rate):
@@ -113,7 +115,7 @@ def finetune(task, backbone, tokenizer, train_examples, validation_examples, out
     mix and the head on the frozen encoder. `callbacks` are extra Keras
     callbacks for `fit`. A NaN loss raises `FloatingPointError`.
     """
-    _check_backbone(task, backbone)
+    _check_backbone(task, type(backbone))
     _check_sizes(backbone, sequence_length, epochs, batch_size, learning_rate)
     spec = finetuning_catalog.TASKS[task]
     set_random_seed(seed)
@@ -170,6 +172,7 @@ def run_finetuning(task, checkpoint, train, validation, vocabulary=None, output=
     require_packages(FINETUNING_PACKAGES, "finetune")
     train_examples = finetuning_catalog.read(task, train)
     validation_examples = finetuning_catalog.read(task, validation, train_examples)
+    _check_backbone(task, preset_class(checkpoint))
     backbone, tokenizer = load_checkpoint(checkpoint, vocabulary, train_examples.texts())
     paths = {"checkpoint": checkpoint, "train": train, "validation": validation, "vocabulary": vocabulary}
     run_arguments = {name: os.path.abspath(path) if path and os.path.exists(path) else path  # a builder name

@@ -161,6 +161,15 @@ _TABLES = (
 )
 
 
+def preset_class(name):
+    """The model class `build(name)` returns; `None` for a name that is no preset.
+
+    >>> preset_class("gpt2_tiny").__name__, preset_class("no_such_model")
+    ('GPT2', None)
+    """
+    return next((model_class for model_class, table in _TABLES if name in table), None)
+
+
 def build(name, **overrides):
     """Build the named preset, with keyword overrides of its model's constructor arguments.
 

@@ -180,7 +180,7 @@ def test_init_student_rejects_mismatches():
     narrow = masked_lm(2, intermediate_dim=24)
     before = [to_numpy(w) for w in narrow.backbone.weights]
     with pytest.raises(
-        ValueError, match=r"block 0 \(teacher block 0\).*intermediate/kernel' has shape \(16, 24\) in the student"
+        ValueError, match=r"block 0 \(teacher block 0\).*intermediate_dense/kernel' has shape \(16, 24\) in the student"
     ):
         init_student_from_teacher(narrow.backbone, teacher.backbone, layer_map=(0, 2))
     for old, new in zip(before, narrow.backbone.weights):  # nothing was written
