@@ -76,7 +76,7 @@ TINY = {
 }
 # The objective each family pretrains with (`kbert pretrain --objective`).
 OBJECTIVES = {
-    "bert": ("mlm_nsp", "span"),
+    "bert": ("mlm_nsp", "span", "structbert"),
     "roberta": ("mlm",),
     "albert": ("sop",),
     "electra": ("electra",),
@@ -125,6 +125,7 @@ ELSEWHERE = {
     ("bart", "generate"): "tests/checkpoints/test_bart_converter.py::test_greedy_matches_transformers_generate",
     ("bert", "pretrain_mlm_nsp"): "tests/jobs/test_pretraining_run.py::test_short_run_evaluates_saves_and_demos",
     ("bert", "pretrain_span"): "tests/jobs/test_pretraining_run.py::test_short_run_evaluates_saves_and_demos",
+    ("bert", "pretrain_structbert"): "tests/jobs/test_pretraining_run.py::test_structbert_and_permutation_lm_runs",
     ("gpt2", "pretrain_clm"): "tests/jobs/test_pretraining_run.py::test_a_short_clm_run_through_the_command",
     ("elmo", "pretrain_bilm"): "tests/jobs/test_bilm_run.py::test_a_tiny_bilm_run_evaluates_saves_and_demos",
     ("bart", "pretrain_bart"): "tests/jobs/test_bart_pretraining_run.py::test_short_bart_run_through_the_command",
