@@ -1,12 +1,30 @@
-"""Test set-up shared by every test: quiet TensorFlow, a fixed seed, float32; the vocabulary fixtures."""
+"""Test set-up shared by every test: quiet TensorFlow, a fixed seed, float32; the vocabulary fixtures.
+
+Two things keep the suite's three runs (one per backend) short:
+- XLA compiles every eager JAX operation, and every compiled TensorFlow or JAX
+  step, once per shape; with the tests' tiny models most of the time goes to
+  compiling, not running. `FAST_COMPILE` turns off XLA's expensive CPU
+  optimization passes (a tiny BigBird's first eager forward on JAX: about 30%
+  less time). The tests compare outputs with tolerances, which these passes do
+  not change.
+- A test marked `@pytest.mark.backend_independent` (it does the same thing on
+  every backend: reads files, parses code, starts a job that stops before Keras
+  computes anything) runs in one run only, `INDEPENDENT_RUN`'s.
+"""
 
 import importlib.util
+import os
 
-import kbert  # noqa: F401  (first: imports Keras with TensorFlow's start-up lines silenced)
-import keras
-import pytest
+FAST_COMPILE = "--xla_backend_optimization_level=0 --xla_llvm_disable_expensive_passes=true"
+os.environ["XLA_FLAGS"] = f"{os.environ.get('XLA_FLAGS', '')} {FAST_COMPILE}".strip()
 
-from kbert.backend_utils import quiet_import
+import kbert  # noqa: E402, F401  (first of kbert: imports Keras with TensorFlow's start-up lines silenced)
+import keras  # noqa: E402
+import pytest  # noqa: E402
+
+from kbert.backend_utils import quiet_import  # noqa: E402
+
+INDEPENDENT_RUN = "torch"
 
 # `keras.utils.set_random_seed` also seeds TensorFlow whenever it is installed,
 # importing it on every backend; import it here with its start-up lines kept
@@ -14,6 +32,19 @@ from kbert.backend_utils import quiet_import
 # never imports TensorFlow under JAX or PyTorch.)
 if importlib.util.find_spec("tensorflow") is not None:
     quiet_import("tensorflow")
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "backend_independent: the test runs in one backend's run only")
+
+
+def pytest_collection_modifyitems(config, items):
+    if keras.backend.backend() == INDEPENDENT_RUN:
+        return
+    skip = pytest.mark.skip(reason=f"backend-independent: runs in the {INDEPENDENT_RUN} run of the suite")
+    for item in items:
+        if item.get_closest_marker("backend_independent"):
+            item.add_marker(skip)
 
 
 @pytest.fixture(autouse=True)

@@ -29,6 +29,8 @@ from kbert.models import T5, Encoder, bert_tiny, to_long_context
 from kbert.pretraining import MaskedLMMasker, SpanCorruption
 from kbert.tasks import MultipleChoice, TextClassifier, TokenClassifier
 
+pytestmark = pytest.mark.backend_independent  # the same on every backend: one run
+
 TINY = dict(vocabulary_size=20, num_layers=1, num_heads=2, hidden_dim=8, intermediate_dim=16)
 
 

@@ -10,6 +10,10 @@ documents themselves) a repository path that does not exist.
 import pathlib
 import re
 
+import pytest
+
+pytestmark = pytest.mark.backend_independent  # the same on every backend: one run
+
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 DOCS = ROOT / "docs"
 SCANNED_FOLDERS = ("kbert", "tests", "examples", "benchmarks", "scripts", "docs")

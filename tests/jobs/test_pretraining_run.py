@@ -29,6 +29,7 @@ def corpus(tmp_path_factory):
     return str(path)
 
 
+@pytest.mark.backend_independent  # reads files
 def test_default_corpus_is_real_text():
     documents = default_corpus()
     assert len(documents) > 500

@@ -1,6 +1,10 @@
 """TaskExamples collects every text of its examples."""
 
+import pytest
+
 from kbert.jobs.task_examples import TaskExamples
+
+pytestmark = pytest.mark.backend_independent  # the same on every backend: one run
 
 
 def test_texts_of_every_example_kind():

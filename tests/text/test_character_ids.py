@@ -5,6 +5,8 @@ import pytest
 
 from kbert.text import character_ids, split_words, word_character_ids
 
+pytestmark = pytest.mark.backend_independent  # the same on every backend: one run
+
 # ELMoCharacterMapper: bos/eos sentence 256/257, begin/end of word 258/259, padding 260, then +1.
 BOW, EOW, PAD = 259, 260, 261
 

@@ -6,6 +6,8 @@ tf = pytest.importorskip("tensorflow")
 
 from kbert.text.character_offsets import character_offsets  # noqa: E402
 
+pytestmark = pytest.mark.backend_independent  # the same on every backend: one run
+
 TEXTS = ["naïve café", "", "ascii only", "中文 and 😀 emoji", "Ω\u0301x"]
 
 

@@ -5,6 +5,8 @@ import pytest
 
 from kbert.text.pair_packing import pack
 
+pytestmark = pytest.mark.backend_independent  # the same on every backend: one run
+
 
 def test_pack_layout():
     ids, segments, mask = pack([7, 8, 9], [10, 11], 10, cls_id=2, sep_id=3, pad_id=0)

@@ -9,6 +9,8 @@ import tensorflow as tf  # noqa: E402
 
 from kbert.text import SegmentPacker, WordPieceTokenizer  # noqa: E402
 
+pytestmark = pytest.mark.backend_independent  # the same on every backend: one run
+
 CLS, SEP, PAD = 101, 102, 0
 
 

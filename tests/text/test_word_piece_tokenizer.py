@@ -21,6 +21,8 @@ import tensorflow as tf  # noqa: E402
 
 from kbert.text import WordPieceTokenizer, learn_word_piece_vocabulary  # noqa: E402
 
+pytestmark = pytest.mark.backend_independent  # the same on every backend: one run
+
 SPECIALS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
 
 TEXTS = [

@@ -9,6 +9,8 @@ import tensorflow as tf  # noqa: E402
 
 from kbert.text import WordPieceTokenizer, learn_word_piece_vocabulary  # noqa: E402
 
+pytestmark = pytest.mark.backend_independent  # the same on every backend: one run
+
 SPECIALS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
 CORPUS = list(topics.values())[:20] + [
     "Ångström, naïve café; Straße ΟΔΟΣ Привет 中文 😀 " + "x" * 80 + "q" * 120,
