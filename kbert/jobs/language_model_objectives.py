@@ -21,6 +21,7 @@ from kbert.pretraining.pretraining_dataset import pretraining_dataset
 from kbert.tasks.causal_lm import next_token_weights
 
 CONTINUED_TOKENS = 12
+_TOKENIZED_LINES = 4096
 
 
 def held_out_dataset(held_out_documents, seed, data):
@@ -60,9 +61,10 @@ def _next_token_targets(batch):
 
 def _frequency_baseline(train_documents, held_out_dataset, tokenizer, targets):
     """Accuracy on the held-out `targets` of always predicting the most frequent training token."""
+    lines = [line for document in train_documents for line in document.splitlines()]
     counts = collections.Counter()
-    for document in train_documents:
-        for ids in tokenizer(document.splitlines()):
+    for start in range(0, len(lines), _TOKENIZED_LINES):  # one tokenizer call per chunk, not per document
+        for ids in tokenizer(lines[start:start + _TOKENIZED_LINES]):
             counts.update(ids)
     most_frequent, _ = counts.most_common(1)[0]
     hits = total = 0.0
