@@ -1,16 +1,16 @@
-"""`kbert predict` on every task type: a fine-tuned run folder, saved `.keras` files, an older run
-folder with its vocab.txt beside the model, a Hugging Face folder with a task head; and its errors.
+"""`kbert predict` on every task type: saved `.keras` files, an older run folder with its vocab.txt beside
+the model, Hugging Face folders with a task head or a generator; and its errors. (A fine-tuned run folder:
+the BBC News test of tests/jobs/test_finetuning_run.py; a pretraining run's: tests/jobs/test_pretraining_run.py.)
 
 Each result is checked against the model's own text-level call (tests/tasks/test_text_calls.py checks
 those against transformers' pipelines and the token-level path).
 """
 
 import json
-import os
 
 import numpy as np
 import pytest
-from finetuning_data import VOCABULARY, write_checkpoint, write_task_files, write_vocabulary
+from finetuning_data import VOCABULARY, write_vocabulary
 
 import kbert
 from kbert import cli
@@ -41,21 +41,6 @@ def _error(arguments, capsys):
     message = capsys.readouterr().err.strip()
     assert len(message.splitlines()) == 1
     return message
-
-
-def test_a_finetuned_run_names_the_label_from_its_one_file(tmp_path, capsys):
-    train, validation = write_task_files("classify", tmp_path)
-    from kbert.jobs.finetuning_run import run_finetuning
-
-    run = tmp_path / "run"
-    run_finetuning("classify", write_checkpoint(tmp_path), train, validation, output=str(run), epochs=1,
-                   batch_size=4, sequence_length=16, log=lambda line: None)
-    assert "vocab.txt" not in os.listdir(run)
-    capsys.readouterr()  # the fit's progress lines
-    [result] = _predict(["--model", str(run), "--text", "the good great film"], capsys)
-    assert set(result["scores"]) == {"pos", "neg"} and result["label"] in ("pos", "neg")
-    np.testing.assert_allclose(sum(result["scores"].values()), 1.0, atol=1e-6)
-    assert result["score"] == max(result["scores"].values())
 
 
 def _models(tokenizer):
