@@ -238,8 +238,19 @@ def test_bad_input_gets_one_line(arguments, message, tmp_path, capsys):
     assert message in _error(["--model", str(tmp_path / "model.keras"), *arguments], capsys)
 
 
-def test_a_question_answering_model_needs_a_question(tmp_path, capsys):
+def test_a_question_answering_model_needs_a_question_and_a_context(tmp_path, capsys):
     write_vocabulary(tmp_path)
     model, _, _ = _models(WordPieceTokenizer(str(tmp_path / "vocab.txt")))["qa"]
     model.save(str(tmp_path / "qa.keras"))
     assert "give a question" in _error(["--model", str(tmp_path / "qa.keras"), "--text", "bob is here."], capsys)
+    message = _error(["--model", str(tmp_path / "qa.keras"), "--question", "where is bob?"], capsys)
+    assert "--question needs a context" in message
+    (tmp_path / "in.jsonl").write_text(json.dumps({"text": " ", "question": "where is bob?"}) + "\n")
+    assert "context 0 is empty" in _error(["--model", str(tmp_path / "qa.keras"), "--input",
+                                           str(tmp_path / "in.jsonl")], capsys)
+
+
+def test_a_model_with_no_preprocessor_and_no_vocabulary_beside_it(tmp_path, capsys):
+    TextClassifier(_encoder(), 2).save(str(tmp_path / "model.keras"))
+    message = _error(["--model", str(tmp_path / "model.keras"), "--text", "bob is in paris."], capsys)
+    assert "has no preprocessor inside" in message and "no vocab.txt" in message
