@@ -5,7 +5,7 @@
   (tensorflow-text ops: load it with `import tensorflow_text` beside
   `tf.saved_model.load`, no kbert needed) and returns the model's `logits`.
   Classifiers and taggers, whose inputs are one text.
-- `onnx` (PyTorch backend): the token-level model, `token_ids`,
+- `onnx` (PyTorch backend): the token-level classifier or tagger, `token_ids`,
   `segment_ids` and `padding_mask` in, with dynamic batch and length axes,
   through Keras' exporter (`model.export(format="onnx")`, PyTorch's ONNX
   exporter underneath).
@@ -56,8 +56,8 @@ def export_saved_model(model, output):
 
 def export_onnx(model, output):
     """Write the token-level `model` as `output/model.onnx` (dynamic batch and length)."""
-    if getattr(model, "backbone", None) is None or "token_ids" not in getattr(model.backbone, "input", {}):
-        raise ValueError(f"--format onnx exports task models over an encoder; the model is a {type(model).__name__}.")
+    if not isinstance(model, (TextClassifier, TokenClassifier)):
+        raise ValueError(f"--format onnx exports classifiers and taggers; the model is a {type(model).__name__}.")
     names = [name for name in INPUTS if name in model.backbone.input]
     signature = [{name: keras.InputSpec(shape=(None, None), dtype="int32", name=name) for name in names}]
     os.makedirs(output, exist_ok=True)
