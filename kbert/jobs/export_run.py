@@ -45,11 +45,13 @@ def export_saved_model(model, output):
     packer = preprocessor.packer()
 
     def serve(texts):
-        inputs = packer(preprocessor.tokenizer.tokenize(texts))
+        inputs = packer(preprocessor.tokenizer.tokenize(texts))  # rows of sequence_length, said statically
+        inputs = {name: tf.ensure_shape(value, [None, packer.sequence_length]) for name, value in inputs.items()}
         return {"logits": model(inputs, training=False)}
 
+    # The endpoint brings its variables; tracking the model would also save its default signature,
+    # traced at any length, which sparse attention (BigBird) cannot take.
     archive = keras.export.ExportArchive()
-    archive.track(model)
     archive.add_endpoint("serve", serve, input_signature=[tf.TensorSpec([None], tf.string, name="texts")])
     archive.write_out(output, verbose=False)
 
