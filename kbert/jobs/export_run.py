@@ -8,7 +8,8 @@
 - `onnx` (PyTorch backend): the token-level classifier or tagger, `token_ids`,
   `segment_ids` and `padding_mask` in, with dynamic batch and length axes,
   through Keras' exporter (`model.export(format="onnx")`, PyTorch's ONNX
-  exporter underneath).
+  exporter underneath). Not for sparse attention (BigBird, Longformer):
+  its pattern is planned per length, with ops that exporter lacks.
 """
 
 import os
@@ -21,6 +22,7 @@ from kbert.tasks import TextClassifier, TokenClassifier
 # The backend that can produce each format.
 FORMATS = {"saved_model": "tensorflow", "onnx": "torch"}
 INPUTS = ("token_ids", "segment_ids", "padding_mask")
+SPARSE_ATTENTION = ("bigbird", "longformer")
 
 
 def _check(format, output):
@@ -60,7 +62,11 @@ def export_onnx(model, output):
     """Write the token-level `model` as `output/model.onnx` (dynamic batch and length)."""
     if not isinstance(model, (TextClassifier, TokenClassifier)):
         raise ValueError(f"--format onnx exports classifiers and taggers; the model is a {type(model).__name__}.")
-    names = [name for name in INPUTS if name in model.backbone.input]
+    if getattr(model.backbone, "attention", None) in SPARSE_ATTENTION:
+        raise ValueError(f"--format onnx cannot write {model.backbone.attention} attention (planned per length, "
+                         "with ops PyTorch's ONNX exporter lacks); --format saved_model (TensorFlow) can.")
+    one_segment = getattr(model.backbone, "num_segments", 2) < 2  # RoBERTa, DistilBERT: no segment_ids to give
+    names = [name for name in INPUTS if name in model.backbone.input and not (one_segment and name == "segment_ids")]
     signature = [{name: keras.InputSpec(shape=(None, None), dtype="int32", name=name) for name in names}]
     os.makedirs(output, exist_ok=True)
     model.export(os.path.join(output, "model.onnx"), format="onnx", input_signature=signature, verbose=False)
