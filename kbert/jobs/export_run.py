@@ -13,6 +13,7 @@
 """
 
 import os
+import warnings
 
 import keras
 
@@ -60,6 +61,8 @@ def export_saved_model(model, output):
 
 def export_onnx(model, output):
     """Write the token-level `model` as `output/model.onnx` (dynamic batch and length)."""
+    import torch
+
     if not isinstance(model, (TextClassifier, TokenClassifier)):
         raise ValueError(f"--format onnx exports classifiers and taggers; the model is a {type(model).__name__}.")
     if getattr(model.backbone, "attention", None) in SPARSE_ATTENTION:
@@ -69,7 +72,9 @@ def export_onnx(model, output):
     names = [name for name in INPUTS if name in model.backbone.input and not (one_segment and name == "segment_ids")]
     signature = [{name: keras.InputSpec(shape=(None, None), dtype="int32", name=name) for name in names}]
     os.makedirs(output, exist_ok=True)
-    model.export(os.path.join(output, "model.onnx"), format="onnx", input_signature=signature, verbose=False)
+    with warnings.catch_warnings():  # the tracer's notes on Python-level shape checks, not the user's concern
+        warnings.simplefilter("ignore", torch.jit.TracerWarning)
+        model.export(os.path.join(output, "model.onnx"), format="onnx", input_signature=signature, verbose=False)
 
 
 def run_export(model, format, output, log=print):
