@@ -249,6 +249,8 @@ def _predict(args):
     """`kbert predict`: the inputs from --text (and --text-pair, --question) or from --input."""
     from kbert.jobs.predict_run import read_inputs, run_predict
 
+    if args.question is not None and args.text is None and args.input is None:
+        raise ValueError("--question needs a context: give the passage to answer from as --text.")
     if (args.text is None) == (args.input is None):
         raise ValueError("predict needs --text or --input (one of them).")
     if args.input is not None:

@@ -19,6 +19,12 @@ relative positions, the character CNN):
 | finetune_<task>               | encoders: classify regress tag qa choice;  |                                                 |
 |                               | t5: text; gpt2, bart, elmo refused         |                                                 |
 | generate                      | t5, gpt2, bart (elsewhere)                 | encoders, elmo: no decoder                      |
+| predict (`kbert predict`)     | encoders (a classifier); t5, gpt2, bart    | elmo: no task reads text                        |
+|                               | (elsewhere)                                |                                                 |
+| export (`kbert export`)       | encoders (a classifier: saved_model on     | elmo: no task reads text                        |
+|                               | TensorFlow, onnx on PyTorch but refused    |                                                 |
+|                               | for bigbird, longformer; both refused on   |                                                 |
+|                               | JAX); t5, gpt2, bart refused               |                                                 |
 | example_<script>              | the families each script runs              |                                                 |
 
 `ELSEWHERE` names, for each pair an existing test covers exactly, that test
@@ -133,7 +139,11 @@ ELSEWHERE = {
     **{("bert", f"finetune_{task}"): _FINETUNING for task in ("regress", "tag", "qa", "choice")},
     ("t5", "finetune_text"):
         "tests/jobs/test_finetuning_run.py::test_t5_learns_text_to_text_and_is_scored_on_what_it_generates",
+    **{(family, "predict"): "tests/jobs/test_predict_run.py::test_a_hugging_face_generator_writes_text"
+       for family in ("t5", "gpt2", "bart")},
 }
+GENERATORS = {"t5": "Seq2SeqLM", "gpt2": "CausalLM", "bart": "Seq2SeqLM"}
+EXPORTS = {"tensorflow": "saved_model", "torch": "onnx"}  # the format each backend produces
 
 
 def _pairs():
@@ -149,6 +159,7 @@ def _pairs():
     pairs += [(family, f"finetune_{task}") for family in ENCODERS for task in ENCODER_TASKS]
     pairs += [("t5", "finetune_text"), *((family, f"finetune_{task}") for family, task in REFUSED_FINETUNING.items())]
     pairs += [(family, "generate") for family in ("t5", "gpt2", "bart")]
+    pairs += [(family, door) for door in ("predict", "export") for family in (*ENCODERS, *GENERATORS)]
     pairs += [("+".join(families), f"example_{script}") for script, (families, _) in EXAMPLES.items()]
     return pairs
 
@@ -188,6 +199,34 @@ def checkpoints(tmp_path_factory):
         return paths[family]
 
     return checkpoint
+
+
+@pytest.fixture(scope="module")
+def text_models(tmp_path_factory):
+    """`text_model(family)`: `(model, path)`, the family's tiny classifier (encoders) or generator with
+    a preprocessor over `finetuning_data`'s vocabulary, saved as a lone model.keras."""
+    from kbert import tasks
+    from kbert.text import TextPreprocessor, WordPieceTokenizer
+
+    models = {}
+
+    def text_model(family):
+        if family not in models:
+            folder = tmp_path_factory.mktemp(f"{family}_text")
+            tokenizer = WordPieceTokenizer(write_vocabulary(folder))
+            os.remove(folder / "vocab.txt")
+            options = {"end_id": VOCABULARY.index("[SEP]")} if family == "gpt2" else {}
+            backbone = presets.build(FAMILIES[family], vocabulary_size=len(VOCABULARY), dropout=0.0, **options)
+            preprocessor = TextPreprocessor(tokenizer, 16, labels=["no", "yes"])
+            if family in GENERATORS:
+                model = getattr(tasks, GENERATORS[family])(backbone, preprocessor=preprocessor)
+            else:
+                model = tasks.TextClassifier(backbone, 2, preprocessor=preprocessor)
+            model.save(folder / "model.keras")
+            models[family] = model, str(folder / "model.keras")
+        return models[family]
+
+    return text_model
 
 
 def _run(arguments, capsys):
@@ -299,6 +338,52 @@ def _finetune(family, task, capsys, checkpoints, tmp_path, **_):
     assert sorted(os.listdir(tmp_path / "run")) == ["metrics.json", "model.keras", "predictions.jsonl", "run.json"]
 
 
+def _predict(family, capsys, text_models, **_):
+    model, path = text_models(family)
+    result = json.loads(_run(["predict", "--model", path, "--text", SENTENCE], capsys).strip())
+    expected = model.classify(SENTENCE)
+    assert result["label"] == expected["label"] and set(result["scores"]) == {"no", "yes"}
+    np.testing.assert_allclose(result["score"], expected["score"], atol=1e-6)
+
+
+def _exported_logits(format, output, inputs, texts):
+    """The logits of the export in `output`: the SavedModel on `texts`, the ONNX model on token `inputs`."""
+    if format == "saved_model":
+        import tensorflow as tf
+
+        loaded = tf.saved_model.load(output)
+        return loaded.serve(tf.constant(texts))["logits"].numpy()
+    import onnxruntime
+
+    session = onnxruntime.InferenceSession(os.path.join(output, "model.onnx"))
+    return session.run(None, {i.name: inputs[i.name] for i in session.get_inputs()})[0]
+
+
+def _export(family, capsys, text_models, tmp_path, **_):
+    model, path = text_models(family)
+    backend = keras.backend.backend()
+    arguments = ["export", "--model", path, "--output", str(tmp_path / "out")]
+    if backend not in EXPORTS:
+        assert "produced on the tensorflow backend" in _refused([*arguments, "--format", "saved_model"], capsys)
+        return
+    if family in GENERATORS:
+        message = _refused([*arguments, "--format", EXPORTS[backend]], capsys)
+        assert f"exports classifiers and taggers; the model is a {GENERATORS[family]}" in message
+        return
+    if EXPORTS[backend] == "onnx" and family in ("bigbird", "longformer"):
+        assert "--format saved_model (TensorFlow) can" in _refused([*arguments, "--format", "onnx"], capsys)
+        return
+    if EXPORTS[backend] == "onnx":
+        pytest.importorskip("onnxruntime")
+    _run([*arguments, "--format", EXPORTS[backend]], capsys)
+    texts = [SENTENCE, "bob is in paris."]
+    inputs = model.preprocessor.encode(texts)
+    inputs = {name: value for name, value in inputs.items() if name in model.backbone.input}
+    tolerance = 1e-5 if EXPORTS[backend] == "saved_model" else 1e-4
+    np.testing.assert_allclose(_exported_logits(EXPORTS[backend], str(tmp_path / "out"), inputs, texts),
+                               keras.ops.convert_to_numpy(model(inputs)), atol=tolerance)
+
+
 def _example(script, tmp_path, **_):
     backend = EXAMPLE_BACKEND.get(script, "torch")
     if keras.backend.backend() != backend:
@@ -331,14 +416,16 @@ def _door(family, door):
         return _finetune, {"task": what}
     if kind == "example":
         return _example, {"script": what}
-    return {"tour": _tour, "with": _with_internals, "keras": _keras_file, "prune": _prune_heads}[kind], {}
+    doors = {"tour": _tour, "with": _with_internals, "keras": _keras_file, "prune": _prune_heads,
+             "predict": _predict, "export": _export}
+    return doors[kind], {}
 
 
 @pytest.mark.parametrize("family, door", [pytest.param(f, d, id=f"{f}-{d}") for f, d in _pairs()])
 def test_door(family, door, request, capsys, tmp_path):
     run, options = _door(family, door)
-    fixtures = {name: request.getfixturevalue(name) for name in ("corpus", "checkpoints")
-                if (run is _pretrain and name == "corpus") or (run is _finetune and name == "checkpoints")}
+    needs = {_pretrain: "corpus", _finetune: "checkpoints", _predict: "text_models", _export: "text_models"}
+    fixtures = {needs[run]: request.getfixturevalue(needs[run])} if run in needs else {}
     run(family=family, door=door, capsys=capsys, tmp_path=tmp_path, **options, **fixtures)
 
 

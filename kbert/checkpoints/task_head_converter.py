@@ -16,6 +16,8 @@ tensors:
 - `…ForQuestionAnswering` → `SpanQuestionAnswering`: `qa_outputs` (every
   family but BigBird and XLNet, whose heads differ).
 - `XLNetLMHeadModel` → `XLNetPretrainer`: the tied `lm_loss` and its bias.
+- `BertForMaskedLM` → `BertPretrainer` without a pair head (`fill_mask`):
+  `cls.predictions.transform` (dense, LayerNorm) and the tied decoder's bias.
 - `…ForMultipleChoice` → `MultipleChoice`: `classifier` on the pooler (BERT,
   ALBERT, RoBERTa, XLM-R, CamemBERT, BigBird).
 
@@ -25,6 +27,7 @@ from the separator when none is given; kbert's do so for classification
 inputs' `question_mask`.
 """
 
+import functools
 import os
 
 from kbert.checkpoints.registry import converter_for
@@ -34,6 +37,7 @@ from kbert.checkpoints.weight_mapping import (
     layer_tensor_names,
     read_config,
 )
+from kbert.pretraining.bert_pretrainer import BertPretrainer
 from kbert.pretraining.xlnet_pretrainer import XLNetPretrainer
 from kbert.tasks.multiple_choice import MultipleChoice
 from kbert.tasks.span_question_answering import SpanQuestionAnswering
@@ -59,6 +63,9 @@ SEQUENCE_HEADS = {
 TOKEN_CLASSIFICATION_TYPES = tuple(SEQUENCE_HEADS)
 QUESTION_ANSWERING_TYPES = tuple(t for t in SEQUENCE_HEADS if t not in ("big_bird", "xlnet"))
 MULTIPLE_CHOICE_TYPES = ("bert", "albert", *_ROBERTA_TYPES, "big_bird")
+# `BertForMaskedLM`'s head: {task attribute path: HF module}.
+MASKED_LM_HEAD = {"mlm_head.transform": "cls.predictions.transform.dense",
+                  "mlm_head.layer_norm": "cls.predictions.transform.LayerNorm", "mlm_head": "cls.predictions"}
 
 # The dropout of a head, by the first of these config keys that is set.
 _SEQUENCE_DROPOUT = ("classifier_dropout", "classifier_dropout_prob", "seq_classif_dropout")
@@ -102,6 +109,10 @@ def task_model_for(architecture, config, backbone, num_choices=None):
     model_type = config.get("model_type")
     if architecture == "XLNetLMHeadModel":
         return XLNetPretrainer(backbone), {"lm_head": "lm_loss"}
+    if architecture.endswith("ForMaskedLM"):
+        if model_type != "bert":
+            raise _unsupported(architecture, model_type, ("bert",))
+        return BertPretrainer(backbone, pair_objective=None), MASKED_LM_HEAD
     if architecture.endswith("ForSequenceClassification"):
         if model_type not in SEQUENCE_HEADS:
             raise _unsupported(architecture, model_type, SEQUENCE_HEADS)
@@ -130,7 +141,8 @@ def task_model_for(architecture, config, backbone, num_choices=None):
     raise ValueError(
         f"{architecture!r} is not a task architecture kbert imports; expected one ending "
         "in ForSequenceClassification, ForTokenClassification, ForQuestionAnswering "
-        "or ForMultipleChoice, or XLNetLMHeadModel (kbert.from_huggingface loads a backbone alone)."
+        "or ForMultipleChoice, BertForMaskedLM or XLNetLMHeadModel (kbert.from_huggingface loads a backbone "
+        "alone)."
     )
 
 
@@ -161,8 +173,8 @@ def from_huggingface_task(path, num_choices=None, **overrides):
             from the config, e.g. `dtype="mixed_bfloat16"`, `dropout=0.0`.
 
     Returns:
-        A `TextClassifier`, `TokenClassifier`, `SpanQuestionAnswering` or
-        `MultipleChoice`.
+        A `TextClassifier`, `TokenClassifier`, `SpanQuestionAnswering`,
+        `MultipleChoice`, `BertPretrainer` or `XLNetPretrainer`.
 
     Example:
     ```python
@@ -175,6 +187,8 @@ def from_huggingface_task(path, num_choices=None, **overrides):
     config = read_config(directory)
     config_file = os.path.join(directory, "config.json")
     architecture = _architecture(config, config_file)
+    if architecture.endswith("ForMaskedLM"):  # no pooler in a masked LM
+        overrides = {"use_pooler": False, **overrides}
     try:
         converter = converter_for(config.get("model_type"))
     except ValueError as error:
@@ -183,7 +197,8 @@ def from_huggingface_task(path, num_choices=None, **overrides):
     model, modules = task_model_for(architecture, config, backbone, num_choices)
     names = converter.weight_names(backbone, tensors)
     for attribute, module in modules.items():
-        names.update(layer_tensor_names(getattr(model, attribute), module))
+        layer = functools.reduce(getattr, attribute.split("."), model)
+        names.update(layer_tensor_names(layer, module))
     hint = converter.missing_tensor_hint(config)
     assign_tensors(model, names, tensors, directory, hint, must_read=backbone_tensors)
     return model

@@ -5,13 +5,15 @@
   (tensorflow-text ops: load it with `import tensorflow_text` beside
   `tf.saved_model.load`, no kbert needed) and returns the model's `logits`.
   Classifiers and taggers, whose inputs are one text.
-- `onnx` (PyTorch backend): the token-level model, `token_ids`,
+- `onnx` (PyTorch backend): the token-level classifier or tagger, `token_ids`,
   `segment_ids` and `padding_mask` in, with dynamic batch and length axes,
   through Keras' exporter (`model.export(format="onnx")`, PyTorch's ONNX
-  exporter underneath).
+  exporter underneath). Not for sparse attention (BigBird, Longformer):
+  its pattern is planned per length, with ops that exporter lacks.
 """
 
 import os
+import warnings
 
 import keras
 
@@ -21,6 +23,7 @@ from kbert.tasks import TextClassifier, TokenClassifier
 # The backend that can produce each format.
 FORMATS = {"saved_model": "tensorflow", "onnx": "torch"}
 INPUTS = ("token_ids", "segment_ids", "padding_mask")
+SPARSE_ATTENTION = ("bigbird", "longformer")
 
 
 def _check(format, output):
@@ -45,23 +48,33 @@ def export_saved_model(model, output):
     packer = preprocessor.packer()
 
     def serve(texts):
-        inputs = packer(preprocessor.tokenizer.tokenize(texts))
+        inputs = packer(preprocessor.tokenizer.tokenize(texts))  # rows of sequence_length, said statically
+        inputs = {name: tf.ensure_shape(value, [None, packer.sequence_length]) for name, value in inputs.items()}
         return {"logits": model(inputs, training=False)}
 
+    # The endpoint brings its variables; tracking the model would also save its default signature,
+    # traced at any length, which sparse attention (BigBird) cannot take.
     archive = keras.export.ExportArchive()
-    archive.track(model)
     archive.add_endpoint("serve", serve, input_signature=[tf.TensorSpec([None], tf.string, name="texts")])
     archive.write_out(output, verbose=False)
 
 
 def export_onnx(model, output):
     """Write the token-level `model` as `output/model.onnx` (dynamic batch and length)."""
-    if getattr(model, "backbone", None) is None or "token_ids" not in getattr(model.backbone, "input", {}):
-        raise ValueError(f"--format onnx exports task models over an encoder; the model is a {type(model).__name__}.")
-    names = [name for name in INPUTS if name in model.backbone.input]
+    import torch
+
+    if not isinstance(model, (TextClassifier, TokenClassifier)):
+        raise ValueError(f"--format onnx exports classifiers and taggers; the model is a {type(model).__name__}.")
+    if getattr(model.backbone, "attention", None) in SPARSE_ATTENTION:
+        raise ValueError(f"--format onnx cannot write {model.backbone.attention} attention (planned per length, "
+                         "with ops PyTorch's ONNX exporter lacks); --format saved_model (TensorFlow) can.")
+    one_segment = getattr(model.backbone, "num_segments", 2) < 2  # RoBERTa, DistilBERT: no segment_ids to give
+    names = [name for name in INPUTS if name in model.backbone.input and not (one_segment and name == "segment_ids")]
     signature = [{name: keras.InputSpec(shape=(None, None), dtype="int32", name=name) for name in names}]
     os.makedirs(output, exist_ok=True)
-    model.export(os.path.join(output, "model.onnx"), format="onnx", input_signature=signature, verbose=False)
+    with warnings.catch_warnings():  # the tracer's notes on Python-level shape checks, not the user's concern
+        warnings.simplefilter("ignore", torch.jit.TracerWarning)
+        model.export(os.path.join(output, "model.onnx"), format="onnx", input_signature=signature, verbose=False)
 
 
 def run_export(model, format, output, log=print):

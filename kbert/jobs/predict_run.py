@@ -7,10 +7,11 @@
   `merges.txt` beside it);
 - a run folder of `kbert finetune` or `kbert pretrain` (its `model.keras`);
 - a Hugging Face folder with a task head (`…ForSequenceClassification`,
-  `…ForTokenClassification`, `…ForQuestionAnswering`, through
-  `kbert.from_huggingface_task`; `GPT2LMHeadModel`, `T5ForConditionalGeneration`
-  and `BartForConditionalGeneration` for generation), with its tokenizer files
-  and its `id2label` names.
+  `…ForTokenClassification`, `…ForQuestionAnswering`, `…ForMultipleChoice`
+  (as many choices as the inputs give; checkpoints do not store it),
+  `BertForMaskedLM`, through `kbert.from_huggingface_task`; `GPT2LMHeadModel`,
+  `T5ForConditionalGeneration` and `BartForConditionalGeneration` for
+  generation), with its tokenizer files and its `id2label` names.
 
 `predict_one` runs the model's text-level call on one input and gives the
 JSON fields of its task (see `kbert.cli`).
@@ -69,30 +70,36 @@ def _load_keras(path):
     return model
 
 
-def _load_huggingface(folder):
+def _load_huggingface(folder, num_choices=None):
     from kbert.checkpoints import from_huggingface, from_huggingface_task
     from kbert.checkpoints.weight_mapping import read_config
 
     config = read_config(folder)
     architecture = (config.get("architectures") or [""])[0]
+    if architecture.endswith("ForMultipleChoice") and num_choices is None:
+        raise ValueError(f"{architecture} checkpoints do not store their number of choices: give it in "
+                         "--input lines with \"choices\" lists, all of one length.")
     if architecture in _GENERATORS:
         model = _GENERATORS[architecture](from_huggingface(folder))
     else:
-        model = from_huggingface_task(folder)
+        model = from_huggingface_task(folder, num_choices=num_choices)
     labels = config.get("id2label")
     labels = [labels[str(i)] for i in range(len(labels))] if labels and not isinstance(model, CausalLM) else None
     model.preprocessor = _preprocessor(folder, _usable_length(model, DEFAULT_SEQUENCE_LENGTH), labels)
     return model
 
 
-def load_predictor(path):
-    """The model `path` names (see the module docstring), with its preprocessor."""
+def load_predictor(path, num_choices=None):
+    """The model `path` names (see the module docstring), with its preprocessor.
+
+    `num_choices` is for a Hugging Face multiple-choice folder, which does not store it.
+    """
     path = os.fspath(path)
     if os.path.isdir(path):
         if os.path.isfile(os.path.join(path, "model.keras")):
             return _load_keras(os.path.join(path, "model.keras"))
         if os.path.isfile(os.path.join(path, "config.json")):
-            return _load_huggingface(path)
+            return _load_huggingface(path, num_choices)
         raise FileNotFoundError(f"{path} holds neither a model.keras (a kbert run) nor a config.json "
                                 "(a Hugging Face checkpoint).")
     if not os.path.isfile(path):
@@ -150,6 +157,7 @@ def run_predict(model, inputs, top_k=5, max_new_tokens=32, write=print):
     """Load `model` (a path) and write one JSON line per input (dicts with `text`, ...) with `write`."""
     if int(top_k) < 1:
         raise ValueError(f"--top-k must be at least 1; received {top_k}.")
-    predictor = load_predictor(model)
+    counts = {len(record["choices"]) for record in inputs if isinstance(record.get("choices"), list)}
+    predictor = load_predictor(model, counts.pop() if len(counts) == 1 else None)
     for record in inputs:
         write(json.dumps(predict_one(predictor, record, top_k, max_new_tokens), ensure_ascii=False))

@@ -136,6 +136,18 @@ def test_roberta_head_layers_and_round_trip(tmp_path):
     np.testing.assert_array_equal(to_numpy(restored(batch)), to_numpy(model(batch)))
 
 
+def test_masked_lm_matches_transformers_at_every_position(tmp_path):
+    hf_model = tiny_model("bert", "BertForMaskedLM")
+    model = _imported(hf_model, tmp_path)
+    assert type(model).__name__ == "BertPretrainer" and model.pair_head is None and not model.backbone.use_pooler
+    batch = _batch("bert")
+    expected = _hf_logits(hf_model, batch)
+    positions = np.tile(np.arange(batch["token_ids"].shape[1], dtype="int32"), (len(batch["token_ids"]), 1))
+    logits = to_numpy(model({**batch, "mask_positions": positions})["mlm_logits"])
+    real = batch["padding_mask"] == 1
+    np.testing.assert_allclose(logits[real], expected[real], atol=TOLERANCE)
+
+
 def test_unsupported_heads_and_missing_choices_are_named(tmp_path):
     tiny_model("electra", "ElectraForMultipleChoice").save_pretrained(tmp_path / "electra")
     with pytest.raises(ValueError, match=r"ElectraForMultipleChoice head \(model_type 'electra'\)"):
@@ -143,9 +155,12 @@ def test_unsupported_heads_and_missing_choices_are_named(tmp_path):
     tiny_model("bert", "BertForMultipleChoice").save_pretrained(tmp_path / "bert")
     with pytest.raises(ValueError, match="pass num_choices"):
         from_huggingface_task(tmp_path / "bert")
-    tiny_model("bert", "BertForMaskedLM").save_pretrained(tmp_path / "mlm")
-    with pytest.raises(ValueError, match="'BertForMaskedLM' is not a task architecture"):
+    tiny_model("roberta", "RobertaForMaskedLM").save_pretrained(tmp_path / "mlm")
+    with pytest.raises(ValueError, match=r"RobertaForMaskedLM head \(model_type 'roberta'\)"):
         from_huggingface_task(tmp_path / "mlm")
+    tiny_model("bert", "BertForPreTraining").save_pretrained(tmp_path / "pretraining")
+    with pytest.raises(ValueError, match="'BertForPreTraining' is not a task architecture"):
+        from_huggingface_task(tmp_path / "pretraining")
     config = json.loads((tmp_path / "bert" / "config.json").read_text())
     (tmp_path / "bert" / "config.json").write_text(json.dumps({**config, "architectures": []}))
     with pytest.raises(ValueError, match=r"names the architectures \[\]"):

@@ -5,13 +5,17 @@ checkpoint is a one-layer, 16-wide BERT saved as `model.keras` with its
 `vocab.txt` beside it, as `kbert pretrain` leaves one.
 """
 
+import json
 import os
+import shutil
 
 import keras
 import numpy as np
 import pytest
 from finetuning_data import check_saved, write_checkpoint, write_t5_checkpoint, write_task_files
 
+from kbert import cli
+from kbert.jobs import bbc_news
 from kbert.tasks import MultipleChoice, Seq2SeqLM, SpanQuestionAnswering, TextClassifier, TokenClassifier
 from kbert.jobs.finetuning_run import run_bbc_news_comparison, run_finetuning
 
@@ -141,3 +145,27 @@ def test_a_run_too_long_for_the_model_stops_before_training(checkpoint, tmp_path
 def test_the_bbc_news_demo_needs_a_pretrained_model(tmp_path):
     with pytest.raises(FileNotFoundError, match="No pretrained model at .*model.keras: run `kbert pretrain` first"):
         run_bbc_news_comparison(pretrained=str(tmp_path / "pretrain"), output=str(tmp_path / "run"), **RUN)
+
+
+def test_the_bbc_news_run_names_the_topic_of_an_article_it_never_saw(checkpoint, tmp_path, capsys, monkeypatch):
+    source, folder = bbc_news.bbc_news_folder(), tmp_path / "bbc"
+    topics = sorted(os.listdir(source))
+    for topic in topics:  # five real articles a topic: four to train on, one to validate
+        (folder / topic).mkdir(parents=True)
+        for name in sorted(os.listdir(os.path.join(source, topic)))[:bbc_news.HELD_OUT_EVERY]:
+            shutil.copy(os.path.join(source, topic, name), folder / topic / name)
+    read = bbc_news.read_bbc_news
+    monkeypatch.setattr(bbc_news, "read_bbc_news", lambda: read(str(folder)))
+    assert cli.main(["finetune", "--pretrained", os.path.dirname(checkpoint), "--output", str(tmp_path / "run"),
+                     "--epochs", "1", "--batch-size", "4", "--sequence-length", "24"]) == 0
+    capsys.readouterr()
+    assert "vocab.txt" not in os.listdir(tmp_path / "run" / "pretrained")  # model.keras holds the tokenizer
+    unseen = sorted(os.listdir(os.path.join(source, "tech")))[bbc_news.HELD_OUT_EVERY]
+    with open(os.path.join(source, "tech", unseen), encoding="utf-8") as f:
+        article = " ".join(f.read().split())
+    assert cli.main(["predict", "--model", str(tmp_path / "run" / "pretrained"), "--text", article]) == 0
+    [line] = capsys.readouterr().out.strip().splitlines()
+    result = json.loads(line)
+    assert result["label"] in topics and sorted(result["scores"]) == topics
+    assert result["score"] == max(result["scores"].values())
+    np.testing.assert_allclose(sum(result["scores"].values()), 1.0, atol=1e-6)

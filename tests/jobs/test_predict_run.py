@@ -1,16 +1,16 @@
-"""`kbert predict` on every task type: a fine-tuned run folder, saved `.keras` files, an older run
-folder with its vocab.txt beside the model, a Hugging Face folder with a task head; and its errors.
+"""`kbert predict` on every task type: saved `.keras` files, an older run folder with its vocab.txt beside
+the model, Hugging Face folders with a task head or a generator; and its errors. (A fine-tuned run folder:
+the BBC News test of tests/jobs/test_finetuning_run.py; a pretraining run's: tests/jobs/test_pretraining_run.py.)
 
 Each result is checked against the model's own text-level call (tests/tasks/test_text_calls.py checks
 those against transformers' pipelines and the token-level path).
 """
 
 import json
-import os
 
 import numpy as np
 import pytest
-from finetuning_data import VOCABULARY, write_checkpoint, write_task_files, write_vocabulary
+from finetuning_data import VOCABULARY, write_vocabulary
 
 import kbert
 from kbert import cli
@@ -41,21 +41,6 @@ def _error(arguments, capsys):
     message = capsys.readouterr().err.strip()
     assert len(message.splitlines()) == 1
     return message
-
-
-def test_a_finetuned_run_names_the_label_from_its_one_file(tmp_path, capsys):
-    train, validation = write_task_files("classify", tmp_path)
-    from kbert.jobs.finetuning_run import run_finetuning
-
-    run = tmp_path / "run"
-    run_finetuning("classify", write_checkpoint(tmp_path), train, validation, output=str(run), epochs=1,
-                   batch_size=4, sequence_length=16, log=lambda line: None)
-    assert "vocab.txt" not in os.listdir(run)
-    capsys.readouterr()  # the fit's progress lines
-    [result] = _predict(["--model", str(run), "--text", "the good great film"], capsys)
-    assert set(result["scores"]) == {"pos", "neg"} and result["label"] in ("pos", "neg")
-    np.testing.assert_allclose(sum(result["scores"].values()), 1.0, atol=1e-6)
-    assert result["score"] == max(result["scores"].values())
 
 
 def _models(tokenizer):
@@ -130,22 +115,111 @@ def test_an_older_run_folder_reads_the_vocabulary_beside_the_model(tmp_path, cap
     np.testing.assert_allclose(result["score"], expected["score"], atol=1e-6)
 
 
-def test_a_hugging_face_folder_with_a_task_head(tmp_path, capsys):
+def _hf_bert(tmp_path, architecture, **config):
+    """A tiny random transformers BERT with `architecture`'s head saved in `tmp_path` with its vocab.txt;
+    the model and a fast tokenizer of the same vocabulary."""
     torch = pytest.importorskip("torch")
     transformers = pytest.importorskip("transformers")
     torch.manual_seed(0)
     config = transformers.BertConfig(vocab_size=len(VOCABULARY), hidden_size=16, num_hidden_layers=1,
                                      num_attention_heads=2, intermediate_size=32, max_position_embeddings=32,
-                                     id2label={0: "sad", 1: "happy"})
-    hf_model = transformers.BertForSequenceClassification(config).eval()
+                                     **config)
+    hf_model = getattr(transformers, architecture)(config).eval()
     hf_model.save_pretrained(str(tmp_path))
     write_vocabulary(tmp_path)
+    return hf_model, transformers.BertTokenizerFast(vocab=str(tmp_path / "vocab.txt"))
+
+
+def test_a_hugging_face_folder_with_a_task_head(tmp_path, capsys):
+    torch = pytest.importorskip("torch")
+    hf_model, hf_tokenizer = _hf_bert(tmp_path, "BertForSequenceClassification", id2label={0: "sad", 1: "happy"})
     [result] = _predict(["--model", str(tmp_path), "--text", "bob is in paris."], capsys)
-    hf_tokenizer = transformers.BertTokenizerFast(vocab=str(tmp_path / "vocab.txt"))
     with torch.no_grad():
         probabilities = hf_model(**hf_tokenizer("bob is in paris.", return_tensors="pt")).logits.softmax(-1)[0]
     np.testing.assert_allclose([result["scores"]["sad"], result["scores"]["happy"]], probabilities.numpy(),
                                atol=1e-5)
+
+
+def test_a_hugging_face_tagger_and_masked_lm_give_the_pipelines_results(tmp_path, capsys):
+    transformers = pytest.importorskip("transformers")
+    text = "bob lives in new york."
+    hf_model, hf_tokenizer = _hf_bert(tmp_path / "tagger", "BertForTokenClassification",
+                                      id2label=dict(enumerate(TAGS)))
+    [result] = _predict(["--model", str(tmp_path / "tagger"), "--text", text], capsys)
+    pipe = transformers.pipeline("token-classification", model=hf_model, tokenizer=hf_tokenizer, device="cpu")
+    expected = pipe(text, aggregation_strategy="first")
+    assert [(e["label"], e["start"], e["end"], e["text"]) for e in result["entities"]] == [
+        (e["entity_group"], e["start"], e["end"], e["word"].replace(" ", "")) for e in expected]
+    np.testing.assert_allclose([e["score"] for e in result["entities"]], [e["score"] for e in expected], atol=1e-5)
+    hf_model, hf_tokenizer = _hf_bert(tmp_path / "mlm", "BertForMaskedLM")
+    [result] = _predict(["--model", str(tmp_path / "mlm"), "--text", "bob lives in [MASK].", "--top-k", "3"], capsys)
+    pipe = transformers.pipeline("fill-mask", model=hf_model, tokenizer=hf_tokenizer, device="cpu")
+    expected = pipe("bob lives in [MASK].", top_k=3)
+    assert [p["token"] for p in result["predictions"][0]] == [e["token_str"] for e in expected]
+    np.testing.assert_allclose([p["score"] for p in result["predictions"][0]], [e["score"] for e in expected],
+                               atol=1e-5)
+
+
+def test_hugging_face_question_answering_and_multiple_choice(tmp_path, capsys):
+    torch = pytest.importorskip("torch")
+    context, question = "bob lives in paris. alice lives in new york.", "where is alice?"
+    _hf_bert(tmp_path / "qa", "BertForQuestionAnswering")
+    [result] = _predict(["--model", str(tmp_path / "qa"), "--text", context, "--question", question], capsys)
+    model = kbert.from_huggingface_task(str(tmp_path / "qa"))
+    model.preprocessor = TextPreprocessor(WordPieceTokenizer(str(tmp_path / "qa" / "vocab.txt")), 32)
+    assert result == json.loads(json.dumps(model.answer(question, context)))
+    assert context[result["start"]:result["end"]] == result["answer"]
+    hf_model, hf_tokenizer = _hf_bert(tmp_path / "choice", "BertForMultipleChoice")
+    endings = ["in paris.", "in france.", "in new york."]
+    (tmp_path / "in.jsonl").write_text(json.dumps({"text": "bob lives", "choices": endings}) + "\n")
+    [result] = _predict(["--model", str(tmp_path / "choice"), "--input", str(tmp_path / "in.jsonl")], capsys)
+    encoded = hf_tokenizer(["bob lives"] * 3, endings, padding=True, return_tensors="pt")
+    with torch.no_grad():
+        expected = hf_model(**{k: v[None] for k, v in encoded.items()}).logits.softmax(-1)[0].numpy()
+    assert result["choice"] == int(expected.argmax())
+    np.testing.assert_allclose(result["scores"], expected, atol=1e-5)
+    message = _error(["--model", str(tmp_path / "choice"), "--text", "bob lives"], capsys)
+    assert "do not store their number of choices" in message
+
+
+def _hf_generator(kind, folder):
+    """A tiny random transformers GPT-2, BART or T5 saved in `folder` with its tokenizer files."""
+    torch = pytest.importorskip("torch")
+    transformers = pytest.importorskip("transformers")
+    from kbert.text import learn_byte_pair_vocabulary, train_sentence_piece
+
+    texts = ["bob is in paris. alice is in france. the good film was great."] * 30
+    if kind == "t5":
+        (folder / "spiece.model").write_bytes(train_sentence_piece(texts, 40))
+        config = transformers.T5Config(vocab_size=40, d_model=16, d_kv=8, d_ff=32, num_layers=1, num_heads=2,
+                                       decoder_start_token_id=0, pad_token_id=0, eos_token_id=1)
+        model_class = transformers.T5ForConditionalGeneration
+    else:
+        learn_byte_pair_vocabulary(texts, 300, str(folder))
+        size = len(json.loads((folder / "vocab.json").read_text()))
+        if kind == "gpt2":
+            config = transformers.GPT2Config(vocab_size=size, n_embd=16, n_layer=1, n_head=2, n_positions=64,
+                                             bos_token_id=2, eos_token_id=2)
+            model_class = transformers.GPT2LMHeadModel
+        else:
+            config = transformers.BartConfig(vocab_size=size, d_model=16, encoder_layers=1, decoder_layers=1,
+                                             encoder_attention_heads=2, decoder_attention_heads=2,
+                                             encoder_ffn_dim=32, decoder_ffn_dim=32, max_position_embeddings=64)
+            model_class = transformers.BartForConditionalGeneration
+    torch.manual_seed(0)
+    model_class(config).eval().save_pretrained(str(folder))
+
+
+@pytest.mark.parametrize("kind", ["gpt2", "bart", "t5"])
+def test_a_hugging_face_generator_writes_text(kind, tmp_path, capsys):
+    from kbert.checkpoints.checkpoint_loading import tokenizer_beside
+    from kbert.tasks import CausalLM
+
+    _hf_generator(kind, tmp_path)
+    [result] = _predict(["--model", str(tmp_path), "--text", "bob is in", "--max-new-tokens", "4"], capsys)
+    model = (CausalLM if kind == "gpt2" else Seq2SeqLM)(kbert.from_huggingface(str(tmp_path)))
+    model.preprocessor = TextPreprocessor(tokenizer_beside(str(tmp_path)), 64)
+    assert result == {"generated": model.generate("bob is in", max_new_tokens=4)}
 
 
 @pytest.mark.parametrize("arguments,message", [
@@ -164,8 +238,19 @@ def test_bad_input_gets_one_line(arguments, message, tmp_path, capsys):
     assert message in _error(["--model", str(tmp_path / "model.keras"), *arguments], capsys)
 
 
-def test_a_question_answering_model_needs_a_question(tmp_path, capsys):
+def test_a_question_answering_model_needs_a_question_and_a_context(tmp_path, capsys):
     write_vocabulary(tmp_path)
     model, _, _ = _models(WordPieceTokenizer(str(tmp_path / "vocab.txt")))["qa"]
     model.save(str(tmp_path / "qa.keras"))
     assert "give a question" in _error(["--model", str(tmp_path / "qa.keras"), "--text", "bob is here."], capsys)
+    message = _error(["--model", str(tmp_path / "qa.keras"), "--question", "where is bob?"], capsys)
+    assert "--question needs a context" in message
+    (tmp_path / "in.jsonl").write_text(json.dumps({"text": " ", "question": "where is bob?"}) + "\n")
+    assert "context 0 is empty" in _error(["--model", str(tmp_path / "qa.keras"), "--input",
+                                           str(tmp_path / "in.jsonl")], capsys)
+
+
+def test_a_model_with_no_preprocessor_and_no_vocabulary_beside_it(tmp_path, capsys):
+    TextClassifier(_encoder(), 2).save(str(tmp_path / "model.keras"))
+    message = _error(["--model", str(tmp_path / "model.keras"), "--text", "bob is in paris."], capsys)
+    assert "has no preprocessor inside" in message and "no vocab.txt" in message

@@ -94,10 +94,31 @@ def test_the_command_s_defaults_are_run_pretraining_s():
     assert (arguments["model"], arguments["steps"], arguments["sequence_length"]) == ("bert_tiny", 4800, 64)
 
 
-def test_the_model_is_built_for_a_short_run(corpus, tmp_path):
-    run_pretraining(corpus=[corpus], output=str(tmp_path), steps=1, log=lambda line: None, **SMALL)
-    backbone = keras.saving.load_model(tmp_path / "model.keras").backbone
-    assert (backbone.dropout, backbone.normalize_first) == (0.0, True)
+def _fill_mask(folder, capsys):
+    """`kbert predict --model folder` on one masked sentence: its one JSON result."""
+    assert cli.main(["predict", "--model", str(folder), "--text", "The [MASK] of the module.", "--top-k", "3"]) == 0
+    [line] = capsys.readouterr().out.strip().splitlines()
+    return json.loads(line)
+
+
+def test_the_model_is_built_for_a_short_run_and_predicts_from_its_one_file(corpus, tmp_path, capsys):
+    run_pretraining(corpus=[corpus], output=str(tmp_path / "run"), steps=1, log=lambda line: None, **SMALL)
+    capsys.readouterr()  # the fit's progress
+    model = keras.saving.load_model(tmp_path / "run" / "model.keras")
+    assert (model.backbone.dropout, model.backbone.normalize_first) == (0.0, True)
+    assert model.preprocessor.sequence_length == SMALL["sequence_length"]
+    alone = tmp_path / "alone"  # model.keras with no vocab.txt beside it
+    alone.mkdir()
+    os.replace(tmp_path / "run" / "model.keras", alone / "model.keras")
+    [slot] = _fill_mask(alone, capsys)["predictions"]
+    expected = model.fill_mask("The [MASK] of the module.", top_k=3)["predictions"][0]
+    assert [p["token"] for p in slot] == [p["token"] for p in expected]
+    np.testing.assert_allclose([p["score"] for p in slot], [p["score"] for p in expected], atol=1e-6)
+    model.preprocessor = None  # an older run: its model.keras without one, vocab.txt beside it
+    model.save(tmp_path / "run" / "model.keras")
+    [older] = _fill_mask(tmp_path / "run", capsys)["predictions"]
+    assert [p["token"] for p in older] == [p["token"] for p in slot]
+    np.testing.assert_allclose([p["score"] for p in older], [p["score"] for p in slot], atol=1e-6)
 
 
 def test_training_beats_the_frequency_baseline(corpus, tmp_path):
