@@ -217,8 +217,10 @@ def table(results, args):
         "Held-out LM acc: each objective's own held-out report (masked LM; ELECTRA: its generator's masked LM; "
         "PLM: the permutation LM's predictions), not comparable across objectives.",
         "",
-        "| objective | steps | held-out LM acc | BBC accuracy | BBC macro F1 | span F1 | minutes | the lectures' claim |",
-        "|-----------|------:|----------------:|-------------:|-------------:|--------:|--------:|---------------------|",
+        "| objective | steps | held-out LM acc | BBC accuracy | BBC macro F1 | span F1 | minutes | the lectures' claim "
+        "|",
+        "|-----------|------:|----------------:|-------------:|-------------:|--------:|--------:|---------------------"
+        "|",
     ]
     for objective, row in results.items():
         lines.append(f"| {ROWS[objective][0]} | {row['steps']} | {row['lm']:.3f} | {row['accuracy']:.3f} | "
