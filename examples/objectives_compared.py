@@ -60,7 +60,7 @@ from kbert.jobs.pretraining_run import HELD_OUT_EVERY, default_corpus
 from kbert.jobs.run_outputs import run_optimizer
 from kbert.jobs.task_examples import TaskExamples
 from kbert.text import WordPieceTokenizer, learn_word_piece_vocabulary
-from masking_strategies import TAGS, sentences_of, word_tag
+from masking_strategies import TAGS, print_report, sentences_of, word_tag
 
 # objective: (the row's name, the builder it pretrains)
 ROWS = {
@@ -283,11 +283,7 @@ def main():
         print(f"{ROWS[objective][0]}: {steps} steps, {flops / 1e12:.3f} TFLOPs, BBC accuracy "
               f"{topics['accuracy']:.3f}, span F1 {tagging['f1']:.3f} ({results[objective]['minutes']:.1f} min)",
               flush=True)
-    report = table(results, args)
-    print("\n" + report)
-    if args.output:
-        with open(args.output, "w") as f:
-            f.write(report + "\n")
+    print_report(table(results, args), args.output)
 
 
 if __name__ == "__main__":
