@@ -151,6 +151,14 @@ def table(results, args):
     return "\n".join(lines)
 
 
+def print_report(report, output=None):
+    """Print the report's table, and write it to `output` too when given."""
+    print("\n" + report)
+    if output:
+        with open(output, "w") as f:
+            f.write(report + "\n")
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--steps", type=int, default=2000, help="pretraining steps per strategy")
@@ -192,11 +200,7 @@ def main():
         results[name] = (mlm, *scores, (time.perf_counter() - start) / 60)
         print(f"{name}: MLM accuracy {mlm:.3f}, fine-tune F1 {scores[0]:.1f}, feature-based F1 "
               f"{scores[1]:.1f} ({results[name][-1]:.1f} min)", flush=True)
-    report = table(results, args)
-    print("\n" + report)
-    if args.output:
-        with open(args.output, "w") as f:
-            f.write(report + "\n")
+    print_report(table(results, args), args.output)
 
 
 if __name__ == "__main__":

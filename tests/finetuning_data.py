@@ -51,6 +51,23 @@ def write_t5_checkpoint(folder):
     return path
 
 
+def write_xlnet_checkpoint(folder, **sizes):
+    """A one-layer, 16-wide XLNet (or `sizes`) as `folder/model.keras`, with a SentencePiece `spiece.model`
+    beside it that has XLNet's `<cls>` and `<sep>` pieces, learned from the classification and tagging rows."""
+    import kbert
+    from kbert.text import SentencePieceTokenizer, train_sentence_piece
+
+    texts = [row["text"] for row in classification_rows(40)] + ["bob lives in new york", "alice is parisian ."]
+    with open(os.path.join(folder, "spiece.model"), "wb") as f:
+        f.write(train_sentence_piece(texts * 4, vocabulary_size=40, control_symbols=("<cls>", "<sep>")))
+    tokenizer = SentencePieceTokenizer(os.path.join(folder, "spiece.model"))
+    sizes = dict(num_layers=1, num_heads=2, hidden_dim=16, intermediate_dim=32, **sizes)
+    backbone = kbert.models.build("xlnet_tiny", vocabulary_size=tokenizer.vocabulary_size, dropout=0.0, **sizes)
+    path = os.path.join(folder, "model.keras")
+    backbone.save(path)
+    return path
+
+
 def write_vocabulary(folder):
     path = os.path.join(folder, "vocab.txt")
     with open(path, "w", encoding="utf-8") as f:

@@ -12,7 +12,8 @@
 `vocabulary` (a `vocab.txt` or `spiece.model`) overrides the tokenizer found
 beside the checkpoint; for a builder name without one, a vocabulary is
 learned from the training texts: WordPiece for an encoder, SentencePiece
-(T5's ids: pad 0, end 1, unknown 2) for a T5.
+(T5's ids: pad 0, end 1, unknown 2) for a T5, and for an XLNet with its
+`<cls>` and `<sep>` pieces.
 """
 
 import json
@@ -23,6 +24,8 @@ import keras
 from kbert.models.backbone import Backbone
 
 LEARNED_VOCABULARY_SIZE = 8000
+# The pieces a SentencePiece vocabulary learned for an XLNet adds: its summary token and separator.
+XLNET_PIECES = ("<cls>", "<sep>")
 
 
 def _tokenizer(path, lowercase=True):
@@ -87,14 +90,19 @@ def _backbone_of(model, path):
     raise ValueError(f"{path} holds a {type(model).__name__}, which wraps no kbert backbone.")
 
 
-def _learned_tokenizer(texts, sentence_piece):
+def _learned_tokenizer(texts, checkpoint):
+    """A vocabulary learned from `texts` for the builder `checkpoint`: SentencePiece for a T5 or an
+    XLNet (with XLNet's `<cls>` and `<sep>` pieces), WordPiece for the others."""
+    from kbert.models import T5_PRESETS, XLNET_PRESETS
     from kbert.text import (SentencePieceTokenizer, WordPieceTokenizer, learn_word_piece_vocabulary,
                             train_sentence_piece)
 
     if not texts:
         raise ValueError("No vocabulary given and no training text to learn one from.")
-    if sentence_piece:
-        return SentencePieceTokenizer(train_sentence_piece(texts, LEARNED_VOCABULARY_SIZE))
+    if checkpoint in T5_PRESETS or checkpoint in XLNET_PRESETS:
+        control_symbols = XLNET_PIECES if checkpoint in XLNET_PRESETS else ()
+        return SentencePieceTokenizer(train_sentence_piece(texts, LEARNED_VOCABULARY_SIZE,
+                                                           control_symbols=control_symbols))
     return WordPieceTokenizer(learn_word_piece_vocabulary(texts, LEARNED_VOCABULARY_SIZE), lowercase=True)
 
 
@@ -120,7 +128,7 @@ def load_checkpoint(checkpoint, vocabulary=None, texts=()):
     True
     """
     from kbert.checkpoints.huggingface import from_huggingface
-    from kbert.models import T5_PRESETS, build
+    from kbert.models import build
 
     checkpoint = os.fspath(checkpoint)
     if os.path.isdir(checkpoint):
@@ -138,7 +146,7 @@ def load_checkpoint(checkpoint, vocabulary=None, texts=()):
         raise FileNotFoundError(f"--checkpoint not found: {checkpoint}")
     else:
         learned = vocabulary is None
-        tokenizer = _learned_tokenizer(list(texts), checkpoint in T5_PRESETS) if learned else _tokenizer(vocabulary)
+        tokenizer = _learned_tokenizer(list(texts), checkpoint) if learned else _tokenizer(vocabulary)
         backbone = build(checkpoint, vocabulary_size=tokenizer.vocabulary_size)
     _check_vocabulary(backbone, tokenizer, checkpoint)
     return backbone, tokenizer

@@ -2,7 +2,7 @@
 
 `TASKS[name]` is a `kbert.jobs.finetuning_task.FinetuningTask` for
 `classify` (GLUE-style classification), `regress` (STS-B-style regression),
-`tag` (CoNLL NER), `qa` (SQuAD 1.1 / 2.0) and `choice` (SWAG) on an encoder,
+`tag` (CoNLL NER) on an encoder or an XLNet, `qa` (SQuAD 1.1 / 2.0) and `choice` (SWAG) on an encoder,
 and `text` (T5's text to text, scored on generated text) on a T5.
 `read(name, path, train)` reads a file into a `TaskExamples`
 (`kbert.jobs.task_examples`). A validation file is read
@@ -15,7 +15,9 @@ import json
 
 import numpy as np
 
+from kbert.models.encoder import Encoder
 from kbert.models.t5 import T5
+from kbert.models.xlnet import XLNet
 from kbert.tasks import metrics, readers
 from kbert.tasks.question_answering_dataset import question_answering_window_sizes
 from kbert.jobs.finetuning_task import FinetuningTask
@@ -32,16 +34,32 @@ def read(task, path, train=None):
     return TASKS[task].read(path, train)
 
 
-def one_segment(backbone, dataset):
-    """`dataset`'s `(x, y)` batches with `x["segment_ids"]` zeroed when `backbone` has one segment.
+def for_backbone(backbone, dataset):
+    """`dataset`'s `(x, y)` batches as `backbone` reads them.
 
     The pipelines number the second text's tokens segment 1 (`[CLS] A [SEP] B [SEP]`, BERT's
     token types); a one-segment encoder (RoBERTa, Longformer) reads every token as segment 0, as
-    their tokenizers give no token types.
+    their tokenizers give no token types. An XLNet (`summary_token_index` -1) reads
+    `A <sep> B <sep> <cls>`, padded on the left (`kbert.text.last_token_layout`), the per-token
+    labels moved with their tokens.
     """
+    if getattr(backbone, "summary_token_index", 0) == -1:
+        from kbert.text.last_token_layout import last_token_layout
+
+        return dataset.map(lambda x, *y: (last_token_layout(x), *_moved_labels(x, y)))
     if getattr(backbone, "num_segments", 2) != 1:
         return dataset
     return dataset.map(lambda x, *y: ({**x, "segment_ids": 0 * x["segment_ids"]}, *y))
+
+
+def _moved_labels(x, y):
+    """The targets of `y` (none, or one dict) in `last_token_layout`, moved as the inputs `x` are."""
+    from kbert.text.last_token_layout import last_token_layout
+
+    if not y:
+        return ()
+    moved = last_token_layout({"padding_mask": x["padding_mask"], **y[0]})
+    return ({name: moved[name] for name in y[0]},)
 
 
 def _inputs(x, y):
@@ -50,7 +68,7 @@ def _inputs(x, y):
 
 def _predict(model, dataset, count):
     """The model's outputs on the first `count` rows of `dataset` (which pads its last batch)."""
-    outputs = model.predict(one_segment(model.backbone, dataset).map(_inputs), verbose=0)
+    outputs = model.predict(for_backbone(model.backbone, dataset).map(_inputs), verbose=0)
     outputs = outputs if isinstance(outputs, dict) else {"logits": outputs}
     return {name: np.asarray(value)[:count] for name, value in outputs.items()}
 
@@ -133,7 +151,8 @@ def _tag_scores(model, data, **options):
     """Entity F1 over each word's first sub-token; words cut by truncation are tagged `O`."""
     dataset = _tag_dataset(data, pad_final_batch=True, **options)
     logits = _predict(model, dataset, len(data.examples))["logits"]
-    first_pieces = np.concatenate([np.asarray(y["labels"]) for _, y in dataset])[: len(data.examples)] >= 0
+    labels = [np.asarray(y["labels"]) for _, y in for_backbone(model.backbone, dataset)]  # as the logits
+    first_pieces = np.concatenate(labels)[: len(data.examples)] >= 0
     predicted = []
     for sentence, row_logits, row_first in zip(data.examples, logits, first_pieces):
         tags = [data.labels[i] for i in row_logits[row_first].argmax(-1)]
@@ -270,18 +289,22 @@ def _text_to_text_scores(model, data, tokenizer, sequence_length, batch_size):
     return metrics.text_to_text_scores(predictions, targets), rows
 
 
+# The backbones the sentence and token tasks fine-tune: the encoders, and XLNet in its own layout.
+ENCODER_OR_XLNET = (Encoder, XLNet)
+
 TASKS = {
     "classify": FinetuningTask(
         _read_classification, _text_dataset,
         lambda backbone, train, features: TextClassifier(backbone, len(train.labels), features=features),
-        _classification_scores),
+        _classification_scores, backbone_type=ENCODER_OR_XLNET),
     "regress": FinetuningTask(
         _read_regression, _text_dataset,
-        lambda backbone, train, features: TextClassifier(backbone, 1, features=features), _regression_scores),
+        lambda backbone, train, features: TextClassifier(backbone, 1, features=features), _regression_scores,
+        backbone_type=ENCODER_OR_XLNET),
     "tag": FinetuningTask(
         _read_conll, _tag_dataset,
         lambda backbone, train, features: TokenClassifier(backbone, len(train.labels), features=features),
-        _tag_scores),
+        _tag_scores, backbone_type=ENCODER_OR_XLNET),
     "qa": FinetuningTask(
         _read_squad, _qa_dataset,
         lambda backbone, train, features: SpanQuestionAnswering(backbone, features=features), _qa_scores),

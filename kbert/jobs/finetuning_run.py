@@ -67,7 +67,8 @@ def _check_backbone(task, backbone_class):
     """Refuse a backbone class (of a loaded checkpoint, or of a builder name before it is built) the task cannot use."""
     wanted = finetuning_catalog.TASKS[task].backbone_type
     if backbone_class is not None and not issubclass(backbone_class, wanted):
-        raise ValueError(f"--task {task} fine-tunes a kbert {wanted.__name__}; the checkpoint's backbone is "
+        names = " or ".join(kind.__name__ for kind in (wanted if isinstance(wanted, tuple) else (wanted,)))
+        raise ValueError(f"--task {task} fine-tunes a kbert {names}; the checkpoint's backbone is "
                          f"kbert.models.{backbone_class.__name__}.")
 
 
@@ -120,7 +121,7 @@ def finetune(task, backbone, tokenizer, train_examples, validation_examples, out
     spec = finetuning_catalog.TASKS[task]
     set_random_seed(seed)
     data = dict(tokenizer=tokenizer, sequence_length=sequence_length, batch_size=batch_size)
-    train = finetuning_catalog.one_segment(backbone, spec.dataset(train_examples, training=True, seed=seed, **data))
+    train = finetuning_catalog.for_backbone(backbone, spec.dataset(train_examples, training=True, seed=seed, **data))
     steps_per_epoch = int(train.cardinality())
     arguments = dict(task=task, **(run_arguments or {}), epochs=epochs, batch_size=batch_size,
                      learning_rate=learning_rate, sequence_length=sequence_length, seed=seed,

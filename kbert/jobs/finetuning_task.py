@@ -20,7 +20,7 @@ class FinetuningTask:
             the whole encoder; see `kbert.tasks.encoder_features`).
         evaluate: `(model, data, tokenizer, sequence_length, batch_size)` to
             `(scores, prediction_rows)`.
-        backbone_type: the kbert backbone class the task fine-tunes.
+        backbone_type: the kbert backbone class the task fine-tunes, or a tuple of them.
 
     >>> task = FinetuningTask(read=open, dataset=list, model=dict, evaluate=print)
     >>> task.backbone_type.__name__

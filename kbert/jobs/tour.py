@@ -4,6 +4,7 @@ Every family shows its inputs, its outputs' shapes, the first values of one
 output vector and the time of a forward pass (after a first, tracing call):
 
 - the encoders (`kbert.models.PRESETS`) read `[CLS] sentence [SEP]`;
+- XLNet reads `sentence [SEP] [CLS]`, its summary token last;
 - the decoders (GPT-2) read the sentence and continue it by `NEW_TOKENS`
   greedy tokens (`kbert.tasks.CausalLM.generate`);
 - the encoder-decoders (T5, BART) encode the sentence, run the decoder on its
@@ -33,9 +34,11 @@ from kbert.models.elmo import ELMo
 from kbert.models.gpt2 import GPT2
 from kbert.models.presets import build
 from kbert.models.t5 import T5
+from kbert.models.xlnet import XLNet
 from kbert.tasks.causal_lm import CausalLM
 from kbert.tasks.seq2seq_lm import Seq2SeqLM
 from kbert.text.character_ids import character_ids
+from kbert.text.last_token_layout import CLS_SEGMENT_ID
 
 SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
 NEW_TOKENS = 4
@@ -84,6 +87,16 @@ def _encoder_inputs(name, model, sentence):
     return tokens, inputs
 
 
+def _xlnet_inputs(name, model, sentence):
+    """XLNet's layout: `sentence [SEP] [CLS]`, the summary token last with its own segment (2)."""
+    tokens, ids = sentence_ids(sentence, model.vocabulary_size)
+    tokens, ids = [*tokens[1:], tokens[0]], [*ids[1:], ids[0]]
+    token_ids, padding_mask = _row(ids)
+    segment_ids = np.zeros_like(token_ids)
+    segment_ids[:, -1] = CLS_SEGMENT_ID
+    return tokens, {"token_ids": token_ids, "segment_ids": segment_ids, "padding_mask": padding_mask}
+
+
 def _decoder_inputs(name, model, sentence):
     tokens, ids = sentence_ids(sentence, model.vocabulary_size, wrap=False)
     _check_length(name, model, len(ids) + NEW_TOKENS)
@@ -116,6 +129,7 @@ def _generated(lm_class, model, inputs):
 # family: (model classes, inputs, the output whose first vector is shown, the language model that generates)
 _FAMILIES = {
     "encoder": (None, _encoder_inputs, "sequence_output", None),
+    "permutation LM": ((XLNet,), _xlnet_inputs, "sequence_output", None),
     "decoder": ((GPT2,), _decoder_inputs, "sequence_output", CausalLM),
     "encoder-decoder": ((T5, BART), _encoder_decoder_inputs, "decoder_sequence_output", Seq2SeqLM),
     "biLM": ((ELMo,), _elmo_inputs, "layer_outputs", None),

@@ -9,6 +9,7 @@ from kbert.input_checks import check_ids_in_range, labels
 from kbert.layers.activations import get_activation, serialize_activation
 from kbert.tasks.heads import encode, feature_route, head_dense, head_dropout, labelled, task_targets
 from kbert.tasks.text_results import classification_results
+from kbert.text.last_token_layout import layout_for
 from kbert.text.text_checks import check_texts
 from kbert.training.losses import weighted_cross_entropy, weighted_mean
 from kbert.training.task import Task
@@ -167,8 +168,8 @@ class TextClassifier(Task):
 
         Needs `self.preprocessor` (a `kbert.text.TextPreprocessor`; its
         `labels` name the classes, `LABEL_i` when it has none). Texts are
-        packed as in training, `[CLS] A [SEP] (B [SEP])`, cut to its
-        `sequence_length`.
+        packed as in training, `[CLS] A [SEP] (B [SEP])` (XLNet:
+        `A <sep> (B <sep>) <cls>`, padded on the left), cut to its `sequence_length`.
 
         Args:
             texts: a string or a list of strings.
@@ -192,6 +193,7 @@ class TextClassifier(Task):
                                    "text pair")
             if len(pairs) != len(texts):
                 raise ValueError(f"{len(texts)} texts but {len(pairs)} text pairs; give one pair per text.")
-        logits = self.predict(preprocessor.encode(texts, pairs), batch_size=batch_size, verbose=0)
+        inputs = layout_for(self.backbone, preprocessor.encode(texts, pairs))
+        logits = self.predict(inputs, batch_size=batch_size, verbose=0)
         results = classification_results(logits, preprocessor.label_name)
         return results[0] if single else results

@@ -1,6 +1,7 @@
 """Token tagging (CoNLL-2003 NER) over any kbert encoder."""
 
 import keras
+import numpy as np
 from keras import ops
 
 from kbert.arguments import integer
@@ -8,6 +9,7 @@ from kbert.backend_utils import scale_loss_for_replicas
 from kbert.input_checks import TOKENS, check_ids_in_range, labels
 from kbert.tasks.heads import encode, feature_route, head_dense, head_dropout, labelled, task_targets
 from kbert.tasks.text_results import merge_entities, probabilities, tagged_pieces
+from kbert.text.last_token_layout import layout_for
 from kbert.text.text_checks import check_texts
 from kbert.training.losses import weighted_cross_entropy
 from kbert.training.task import Task
@@ -129,6 +131,9 @@ class TokenClassifier(Task):
         preprocessor = self.text_preprocessor("tag")
         texts, single = check_texts(texts)
         inputs, offsets = preprocessor.encode_with_offsets(texts)
+        moved = layout_for(self.backbone, {**inputs, "starts": offsets[..., 0], "ends": offsets[..., 1]})
+        offsets = np.stack([moved.pop("starts"), moved.pop("ends")], axis=-1)
+        inputs = moved
         scores = probabilities(self.predict(inputs, batch_size=batch_size, verbose=0))
         results = []
         for text, token_ids, row_offsets, row_scores in zip(texts, inputs["token_ids"], offsets, scores):

@@ -16,6 +16,9 @@ from kbert.text.character_offsets import character_offsets
 tf = lazy_import("tensorflow")
 tf_text = lazy_import("tensorflow_text")
 
+# The pieces `cls_id` and `sep_id` name, in the spellings of ALBERT's models and XLNet's.
+SUMMARY_AND_SEPARATOR = (("[CLS]", "<cls>"), ("[SEP]", "<sep>"))
+
 
 def train_sentence_piece(
     sentences,
@@ -71,8 +74,8 @@ class SentencePieceTokenizer:
 
     Attributes:
         vocabulary_size, pad_id, end_id, unknown_id; `cls_id` and `sep_id`,
-        the ids of the pieces `[CLS]` and `[SEP]` (ALBERT's models have them,
-        T5's do not: then `None`).
+        the ids of the pieces `[CLS]` and `[SEP]` (ALBERT's models) or
+        `<cls>` and `<sep>` (XLNet's); `None` when the model has neither (T5).
 
     Example:
     ```python
@@ -97,7 +100,7 @@ class SentencePieceTokenizer:
         self.vocabulary_size = int(ops.vocab_size())
         ids = ops.string_to_id(["<pad>", "</s>", "<unk>"]).numpy().tolist()
         self.pad_id, self.end_id, self.unknown_id = ids
-        self.cls_id, self.sep_id = (self._piece_id(ops, piece) for piece in ("[CLS]", "[SEP]"))
+        self.cls_id, self.sep_id = (self._first_piece_id(ops, pieces) for pieces in SUMMARY_AND_SEPARATOR)
 
     def get_config(self):
         """The constructor's arguments, the model's bytes in base64: JSON that rebuilds the tokenizer."""
@@ -115,6 +118,11 @@ class SentencePieceTokenizer:
         caches, and with them the model of every SentencePiece op made before.
         """
         return tf_text.SentencepieceTokenizer(model=self.model, out_type=tf.int32, add_eos=self.add_end)
+
+    @classmethod
+    def _first_piece_id(cls, ops, pieces):
+        """The id of the first of `pieces` the model has, or `None`."""
+        return next((i for i in (cls._piece_id(ops, piece) for piece in pieces) if i is not None), None)
 
     @staticmethod
     def _piece_id(ops, piece):

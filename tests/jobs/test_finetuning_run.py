@@ -12,12 +12,15 @@ import shutil
 import keras
 import numpy as np
 import pytest
-from finetuning_data import check_saved, write_checkpoint, write_t5_checkpoint, write_task_files
+from finetuning_data import check_saved, write_checkpoint, write_t5_checkpoint, write_task_files, write_xlnet_checkpoint
 
 from kbert import cli
 from kbert.jobs import bbc_news
 from kbert.tasks import MultipleChoice, Seq2SeqLM, SpanQuestionAnswering, TextClassifier, TokenClassifier
+from kbert.checkpoints.checkpoint_loading import load_checkpoint
+from kbert.jobs import finetuning_catalog
 from kbert.jobs.finetuning_run import run_bbc_news_comparison, run_finetuning
+from kbert.jobs.predict_run import load_predictor, predict_one
 
 RUN = dict(epochs=1, batch_size=4, learning_rate=1e-3, sequence_length=24, log=lambda line: None)
 
@@ -30,6 +33,11 @@ def checkpoint(tmp_path_factory):
 @pytest.fixture(scope="module")
 def t5_checkpoint(tmp_path_factory):
     return write_t5_checkpoint(tmp_path_factory.mktemp("t5_checkpoint"))
+
+
+@pytest.fixture(scope="module")
+def xlnet_checkpoint(tmp_path_factory):
+    return write_xlnet_checkpoint(tmp_path_factory.mktemp("xlnet_checkpoint"))
 
 
 # task, file options, model class, metric -> its range. The resume test runs `classify` on JSONL with
@@ -68,6 +76,35 @@ def test_t5_learns_text_to_text_and_is_scored_on_what_it_generates(t5_checkpoint
     assert metrics["exact"] >= 90 and metrics["f1"] >= metrics["exact"]
     rows = check_saved(tmp_path / "run", metrics, Seq2SeqLM)
     assert len(rows) == 16 and {row["target"] for row in rows} == {"positive", "negative"}
+
+
+def test_xlnet_batches_put_cls_last_pad_left_and_move_the_tags_with_their_tokens(xlnet_checkpoint, tmp_path):
+    backbone, tokenizer = load_checkpoint(xlnet_checkpoint)
+    assert (tokenizer.cls_id, tokenizer.sep_id) == (3, 4)  # the <cls> and <sep> pieces of spiece.model
+    train, _ = write_task_files("tag", tmp_path)
+    data = finetuning_catalog.read("tag", train)
+    bert = finetuning_catalog.TASKS["tag"].dataset(data, tokenizer=tokenizer, sequence_length=16, batch_size=4)
+    (x_bert, y_bert), (x, y) = next(iter(bert)), next(iter(finetuning_catalog.for_backbone(backbone, bert)))
+    for row in range(4):
+        mask, real = np.asarray(x["padding_mask"][row]), int(np.sum(x_bert["padding_mask"][row]))
+        assert mask.tolist() == [0] * (16 - real) + [1] * real  # padded on the left
+        tokens, tags = np.asarray(x["token_ids"][row])[-real:], np.asarray(y["labels"][row])[-real:]
+        bert_tokens, bert_tags = np.asarray(x_bert["token_ids"][row])[:real], np.asarray(y_bert["labels"][row])[:real]
+        assert tokens.tolist() == [*bert_tokens[1:], tokenizer.cls_id] and tokens[-2] == tokenizer.sep_id
+        assert tags.tolist() == [*bert_tags[1:], -1]
+        assert np.asarray(x["segment_ids"][row])[-1] == 2  # <cls>'s token type
+
+
+@pytest.mark.parametrize("task, model_class, score", [("classify", TextClassifier, "accuracy"),
+                                                      ("tag", TokenClassifier, "f1")])
+def test_xlnet_fine_tunes_and_predicts_with_a_sentencepiece_vocabulary(task, model_class, score, xlnet_checkpoint,
+                                                                       tmp_path):
+    train, validation = write_task_files(task, tmp_path)
+    metrics = run_finetuning(task, xlnet_checkpoint, train, validation, output=str(tmp_path / "run"), **RUN)
+    assert 0 <= metrics[score] <= 1
+    check_saved(tmp_path / "run", metrics, model_class)
+    result = predict_one(load_predictor(str(tmp_path / "run")), {"text": "bob lives in new york"})
+    assert result["label"] in ("pos", "neg") if task == "classify" else isinstance(result["entities"], list)
 
 
 def test_a_task_on_the_wrong_kind_of_backbone(checkpoint, t5_checkpoint, tmp_path):

@@ -4,7 +4,7 @@ import dataclasses
 
 import pytest
 
-from kbert.models import T5, Encoder
+from kbert.models import T5, Encoder, XLNet
 from kbert.jobs.finetuning_task import FinetuningTask
 from kbert.jobs.finetuning_catalog import TASKS
 
@@ -14,7 +14,8 @@ def test_every_task_is_a_complete_record_on_its_backbone():
     for name, task in TASKS.items():
         assert isinstance(task, FinetuningTask)
         assert all(callable(getattr(task, field)) for field in ("read", "dataset", "model", "evaluate"))
-        assert task.backbone_type is (T5 if name == "text" else Encoder)
+        expected = {"text": T5, "qa": Encoder, "choice": Encoder}.get(name, (Encoder, XLNet))
+        assert task.backbone_type == expected
 
 
 def test_a_task_is_frozen():

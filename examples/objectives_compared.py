@@ -1,0 +1,290 @@
+"""Every pretraining objective of the lectures on the same small model at equal compute, then fine-tuned.
+
+    KERAS_BACKEND=jax python examples/objectives_compared.py [--mlm-steps 600] [--output FILE] [--smoke]
+
+The same small encoder (`bert_tiny`: 2 layers, H 128, 2 heads, I 512; pre-LN,
+no dropout, as `kbert pretrain` trains it) is pretrained on `kbert pretrain`'s
+default corpus (the Python documentation) with each objective of the jobs'
+catalog (`kbert.jobs.objective_catalog.OBJECTIVES`: the same model, pretrainer,
+data and held-out report as `kbert pretrain --objective NAME`): MLM (RoBERTa),
+MLM + NSP (BERT), SOP (ALBERT), SpanBERT, ELECTRA, StructBERT and XLNet's
+permutation LM. PLM needs XLNet's two-stream attention: its row is an XLNet of
+the same size (`xlnet_tiny`: 2 layers, H 128, 2 heads, I 512), with relative
+positions in place of the position table.
+
+Equal compute: every run gets the training FLOPs of `--mlm-steps` MLM steps,
+so each objective trains `mlm_steps · F(mlm) / F(objective)` steps, where
+`F` is `training_flops` of one batch: 2 FLOPs per multiply-add of every
+matrix product of the forward pass (the projections, the attention scores and
+weighted sums, the feed-forward layers, and each head's dense and vocabulary
+layers at the positions it runs on, read from the batch's static shapes),
+times 3 for the backward pass. Embedding lookups, LayerNorms, softmaxes and
+the masking are left out (docs/algorithms.md §22). ELECTRA counts its generator (the catalog's:
+same depth, width max(H/4, 64)) and its discriminator; PLM counts both streams:
+the content stream over every token and the query stream (kbert's
+implementation runs its attention over every position and its feed-forward
+layer over the predicted ones), each with Transformer-XL's relative-position
+scores.
+
+Each pretrained model is then fine-tuned twice, through the jobs' `finetune`
+(what `kbert finetune` runs; XLNet in its own layout, `<cls>` last, padded on
+the left):
+
+- BBC News topics (`kbert.jobs.bbc_news`, 5 classes): accuracy and macro F1;
+- a span-tagging task built offline from held-out documents: the runs of
+  capitalised words (a sentence start, `Python`, `None`, `Unicode Standard`),
+  IOB2-tagged `NAME` spans over lower-cased input, so finding a span's
+  boundaries needs the context, as NER does; the tags come from
+  examples/masking_strategies.py's `word_tag`, the score is the span-level
+  F1 of `kbert finetune --task tag` (a span counts only if both ends are right).
+
+The table prints the lectures' claims beside the rows: ELECTRA beats MLM at
+equal compute (Clark et al. 2020), NSP does not help (Liu et al. 2019,
+RoBERTa), span masking helps span tasks (Joshi et al. 2020, SpanBERT). One
+seed (`--seed`, 0) per row.
+"""
+
+import argparse
+import os
+import re
+import tempfile
+import time
+
+import keras
+import numpy as np
+
+from kbert.jobs.bbc_news import read_bbc_news
+from kbert.jobs.finetuning_run import DEMO_LEARNING_RATE, finetune
+from kbert.jobs.objective_catalog import OBJECTIVES
+from kbert.jobs.pretraining_run import HELD_OUT_EVERY, default_corpus
+from kbert.jobs.run_outputs import run_optimizer
+from kbert.jobs.task_examples import TaskExamples
+from kbert.text import WordPieceTokenizer, learn_word_piece_vocabulary
+from masking_strategies import TAGS, print_report, sentences_of, word_tag
+
+# objective: (the row's name, the builder it pretrains)
+ROWS = {
+    "mlm": ("MLM", "bert_tiny"),
+    "mlm_nsp": ("MLM + NSP", "bert_tiny"),
+    "sop": ("SOP", "bert_tiny"),
+    "span": ("SpanBERT", "bert_tiny"),
+    "electra": ("ELECTRA", "bert_tiny"),
+    "structbert": ("StructBERT", "bert_tiny"),
+    "plm": ("XLNet PLM", "xlnet_tiny"),
+}
+CLAIMS = {
+    "mlm_nsp": "NSP does not help (RoBERTa): expect <= MLM",
+    "span": "span masking helps span tasks (SpanBERT): expect span F1 > MLM",
+    "electra": "ELECTRA beats MLM at equal compute: expect > MLM",
+}
+SPAN_TAGS = ("B-NAME", "I-NAME", "O")
+SBO_POSITION_DIM = 200  # `SpanBertPretrainer`'s offset table width
+
+
+# --- FLOPs ------------------------------------------------------------------------------------------
+
+
+def block_flops(rows, keys, hidden, intermediate):
+    """Forward FLOPs of one transformer block: `rows` queries over `keys` keys (projections, attention,
+    feed-forward).
+
+    >>> block_flops(1, 1, 2, 4)
+    80
+    """
+    return 2 * rows * (4 * hidden**2 + 2 * hidden * intermediate) + 4 * rows * keys * hidden
+
+
+def head_flops(predictions, hidden, vocabulary, inputs=None):
+    """Forward FLOPs of a masked-LM head at `predictions` positions: a dense transform then the tied vocabulary."""
+    return 2 * predictions * ((inputs or hidden) * hidden + hidden * vocabulary)
+
+
+def _xlnet_flops(backbone, length, predictions):
+    """Per sequence: both streams of every XLNet block, and the tied LM head on the query stream."""
+    hidden, intermediate = backbone.hidden_dim, backbone.intermediate_dim
+    relative = 2 * length * (2 * length) * hidden  # scores against 2L relative positions, per stream
+    content = block_flops(length, length, hidden, intermediate) + relative
+    query = (2 * predictions * (2 * hidden**2 + 2 * hidden * intermediate)  # q, o, feed-forward on P rows
+             + 4 * length * length * hidden + relative  # attention of every position (kbert's layout)
+             + 4 * predictions * length * hidden)  # the target mapping there and back
+    return backbone.num_layers * (content + query) + 2 * predictions * hidden * backbone.vocabulary_size
+
+
+def _electra_flops(pretrainer, backbone, length, predictions):
+    """Per sequence: the generator (projection, blocks, head) and the discriminator (blocks, head)."""
+    hidden, width = backbone.hidden_dim, pretrainer.generator_hidden_dim
+    embedding = backbone.embeddings.hidden_dim
+    generator = pretrainer.generator_num_layers * block_flops(
+        length, length, width, pretrainer.generator_intermediate_dim)
+    generator += 2 * length * embedding * width * (width != embedding)
+    generator += head_flops(predictions, embedding, backbone.vocabulary_size, inputs=width)
+    discriminator = backbone.num_layers * block_flops(length, length, hidden, backbone.intermediate_dim)
+    return generator + discriminator + 2 * length * (hidden**2 + hidden)
+
+
+def training_flops(objective, pretrainer, backbone, x):
+    """Training FLOPs of one batch `x` (3 × the forward pass; see the module docstring)."""
+    batch, length = (int(size) for size in x["token_ids"].shape)
+    if objective == "plm":
+        return 3 * batch * _xlnet_flops(backbone, length, int(x["target_mapping"].shape[1]))
+    predictions = int(x["mask_positions"].shape[1])
+    if objective == "electra":
+        return 3 * batch * _electra_flops(pretrainer, backbone, length, predictions)
+    hidden, vocabulary = backbone.hidden_dim, backbone.vocabulary_size
+    flops = backbone.num_layers * block_flops(length, length, hidden, backbone.intermediate_dim)
+    flops += head_flops(predictions, hidden, vocabulary)
+    if objective in ("mlm_nsp", "sop", "structbert"):
+        flops += 2 * (hidden**2 + 3 * hidden)  # the pooler and the pair classifier on [CLS]
+    if objective == "span":  # the span boundary head: two dense layers, then the tied vocabulary
+        flops += 2 * predictions * ((2 * hidden + SBO_POSITION_DIM) * hidden + hidden**2 + hidden * vocabulary)
+    if objective == "structbert":  # the word-order head over the shuffled trigrams' slots
+        flops += head_flops(int(x["order_positions"].shape[1]), hidden, vocabulary)
+    return 3 * batch * flops
+
+
+# --- the span-tagging task -------------------------------------------------------------------------------
+
+
+def span_tags(words):
+    """IOB2 tags of the runs of capitalised (or upper-case) words.
+
+    >>> span_tags(["The", "Unicode", "Standard", "says", "so", "in", "Python", "."])
+    ['B-NAME', 'I-NAME', 'I-NAME', 'O', 'O', 'O', 'B-NAME', 'O']
+    """
+    named = [TAGS[word_tag(word)] in ("Capitalised", "UPPER") for word in words]
+    return ["O" if not name else "I-NAME" if index and named[index - 1] else "B-NAME"
+            for index, name in enumerate(named)]
+
+
+def span_task(documents, count, seed):
+    """`TaskExamples` of `count` sentences of `documents`: words (punctuation apart) and `span_tags`."""
+    sentences = [re.findall(r"\w+|[^\w\s]", sentence) for sentence in sentences_of(documents, count, seed)]
+    return TaskExamples([{"words": words, "tags": span_tags(words)} for words in sentences], list(SPAN_TAGS))
+
+
+# --- the runs ------------------------------------------------------------------------------------------
+
+
+def pretrain(objective, tokenizer, train_documents, held_out_documents, args):
+    """`(backbone, held-out report, steps, FLOPs)`: the catalog's run of `objective` at the MLM run's FLOPs."""
+    record = OBJECTIVES[objective]
+    keras.utils.set_random_seed(args.seed)
+    backbone = record.model(ROWS[objective][1], tokenizer)
+    pretrainer = record.pretrainer(backbone, tokenizer)
+    train, held_out = record.data(train_documents, held_out_documents, tokenizer, args.length, args.batch_size,
+                                  args.seed)
+    x, _ = next(iter(train))
+    step_flops = training_flops(objective, pretrainer, backbone, x)
+    steps = max(round(args.budget / step_flops), 1)
+    pretrainer.compile(optimizer=run_optimizer(steps, args.learning_rate))
+    pretrainer.fit(train, steps_per_epoch=steps, epochs=1, verbose=0)
+    report = record.report.evaluate(pretrainer, held_out, train_documents, tokenizer, lambda line: None)
+    return backbone, report, steps, steps * step_flops
+
+
+def mlm_budget(tokenizer, train_documents, held_out_documents, args):
+    """The training FLOPs of `--mlm-steps` steps of the catalog's MLM run: every run's budget."""
+    record = OBJECTIVES["mlm"]
+    backbone = record.model(ROWS["mlm"][1], tokenizer)
+    train, _ = record.data(train_documents, held_out_documents, tokenizer, args.length, args.batch_size, args.seed)
+    x, _ = next(iter(train))
+    return args.mlm_steps * training_flops("mlm", record.pretrainer(backbone, tokenizer), backbone, x)
+
+
+def fine_tune(task, backbone, tokenizer, data, output, args):
+    """The jobs' `finetune` of a copy of `backbone` (the other task starts from the same weights)."""
+    copy = type(backbone).from_config(backbone.get_config())
+    copy.set_weights(backbone.get_weights())
+    return finetune(task, copy, tokenizer, *data, output, epochs=args.task_epochs, batch_size=args.batch_size,
+                    learning_rate=args.task_learning_rate, sequence_length=args.task_length, seed=args.seed,
+                    log=lambda line: None)
+
+
+def held_out_accuracy(report):
+    """The held-out accuracy of the objective's own report (masked LM, or XLNet's permutation LM)."""
+    return next(value for name, value in report.items() if name.startswith("held_out") and "accuracy" in name)
+
+
+def table(results, args):
+    lines = [
+        f"Objectives at equal compute: {args.mlm_steps} MLM steps of {args.batch_size} x {args.length} "
+        f"({results['mlm']['flops'] / 1e12:.2f} TFLOPs per run), bert_tiny-sized models (PLM: xlnet_tiny, "
+        f"same size), seed {args.seed}, backend {keras.backend.backend()}.",
+        f"Fine-tuning: {args.task_epochs} epochs at {args.task_length} tokens, learning rate "
+        f"{args.task_learning_rate:g}; BBC News {args.bbc_train or 'all'} training articles; span tagging "
+        f"{args.tag_train} training and {args.tag_test} held-out sentences.",
+        "",
+        "Held-out LM acc: each objective's own held-out report (masked LM; ELECTRA: its generator's masked LM; "
+        "PLM: the permutation LM's predictions), not comparable across objectives.",
+        "",
+        "| objective | steps | held-out LM acc | BBC accuracy | BBC macro F1 | span F1 | minutes | the lectures' claim "
+        "|",
+        "|-----------|------:|----------------:|-------------:|-------------:|--------:|--------:|---------------------"
+        "|",
+    ]
+    for objective, row in results.items():
+        lines.append(f"| {ROWS[objective][0]} | {row['steps']} | {row['lm']:.3f} | {row['accuracy']:.3f} | "
+                     f"{row['macro_f1']:.3f} | {row['span_f1']:.3f} | {row['minutes']:.1f} | "
+                     f"{CLAIMS.get(objective, '')} |")
+    return "\n".join(lines)
+
+
+def parse_arguments():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--mlm-steps", type=int, default=600, help="the MLM run's steps; the compute of every run")
+    parser.add_argument("--batch-size", type=int, default=32)
+    parser.add_argument("--length", type=int, default=64, help="pretraining sequence length")
+    parser.add_argument("--vocabulary-size", type=int, default=4000)
+    parser.add_argument("--learning-rate", type=float, default=2e-3, help="pretraining peak")
+    parser.add_argument("--documents", type=int, help="pretrain on only the first N documents of the corpus")
+    parser.add_argument("--bbc-train", type=int, help="fine-tune on only N BBC News training articles")
+    parser.add_argument("--bbc-validation", type=int, help="score on only N BBC News validation articles")
+    parser.add_argument("--tag-train", type=int, default=2000, help="span-tagging training sentences")
+    parser.add_argument("--tag-test", type=int, default=1000, help="span-tagging held-out sentences")
+    parser.add_argument("--task-epochs", type=int, default=2)
+    parser.add_argument("--task-length", type=int, default=128, help="fine-tuning sequence length")
+    parser.add_argument("--task-learning-rate", type=float, default=DEMO_LEARNING_RATE)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--only", nargs="+", choices=list(ROWS), help="run only these objectives (mlm always)")
+    parser.add_argument("--output", help="also write the table to this file")
+    parser.add_argument("--smoke", action="store_true", help="tiny sizes: check that the script runs")
+    args = parser.parse_args()
+    if args.smoke:
+        args.mlm_steps, args.batch_size, args.length, args.vocabulary_size, args.documents = 2, 4, 32, 600, 30
+        args.bbc_train, args.bbc_validation, args.tag_train, args.tag_test = 8, 8, 8, 8
+        args.task_epochs, args.task_length = 1, 32
+    return args
+
+
+def main():
+    args = parse_arguments()
+    documents = default_corpus()[: args.documents]
+    held_out = documents[HELD_OUT_EVERY - 1 :: HELD_OUT_EVERY]
+    train_documents = [d for i, d in enumerate(documents) if i % HELD_OUT_EVERY != HELD_OUT_EVERY - 1]
+    tokenizer = WordPieceTokenizer(learn_word_piece_vocabulary(train_documents, args.vocabulary_size),
+                                   lowercase=True)
+    bbc_train, bbc_validation = read_bbc_news()
+    rng = np.random.default_rng(args.seed)  # a random subset keeps the five topics
+    bbc = [TaskExamples([data.examples[i] for i in sorted(rng.permutation(len(data.examples))[:count])],
+                        data.labels) for data, count in ((bbc_train, args.bbc_train),
+                                                          (bbc_validation, args.bbc_validation))]
+    spans = (span_task(train_documents, args.tag_train, 1), span_task(held_out, args.tag_test, 2))
+    objectives = [name for name in ROWS if not args.only or name in args.only or name == "mlm"]
+    results, output = {}, tempfile.mkdtemp(prefix="objectives_compared_")
+    args.budget = mlm_budget(tokenizer, train_documents, held_out, args)
+    for objective in objectives:
+        start = time.perf_counter()
+        backbone, report, steps, flops = pretrain(objective, tokenizer, train_documents, held_out, args)
+        topics = fine_tune("classify", backbone, tokenizer, bbc, os.path.join(output, objective, "bbc"), args)
+        tagging = fine_tune("tag", backbone, tokenizer, spans, os.path.join(output, objective, "tag"), args)
+        results[objective] = dict(steps=steps, flops=flops, lm=held_out_accuracy(report),
+                                  accuracy=topics["accuracy"], macro_f1=topics["macro_f1"], span_f1=tagging["f1"],
+                                  minutes=(time.perf_counter() - start) / 60)
+        print(f"{ROWS[objective][0]}: {steps} steps, {flops / 1e12:.3f} TFLOPs, BBC accuracy "
+              f"{topics['accuracy']:.3f}, span F1 {tagging['f1']:.3f} ({results[objective]['minutes']:.1f} min)",
+              flush=True)
+    print_report(table(results, args), args.output)
+
+
+if __name__ == "__main__":
+    main()
