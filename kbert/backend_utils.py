@@ -173,7 +173,7 @@ def masked_score(dtype):
 
 
 def fused_attention(query, key, value, mask, scale, dropout_rate=0.0, bias=None,
-                    key_value_heads_first=False):
+                    key_value_heads_first=False, causal=False):
     """Softmax attention in the backend's fused kernel, in Keras' `(batch, length, heads, head_dim)` layout.
 
     Computes `softmax(scale · q·kᵀ + bias)·v` over the keys `mask` keeps.
@@ -191,7 +191,11 @@ def fused_attention(query, key, value, mask, scale, dropout_rate=0.0, bias=None,
     `keras.ops.dot_product_attention` has no dropout and `dropout_rate` must be 0.
     With `key_value_heads_first`, `key` and `value` come as `(batch, heads,
     length, head_dim)` (a key/value cache's layout), which PyTorch's kernel
-    takes as they are.
+    takes as they are. With `causal`, query `i` also attends only keys `j <=
+    i` (top-left aligned, as a prompt at the start of a cache needs); without
+    a `mask` or `bias` this reaches the kernel as its `is_causal` flag, no
+    mask tensor at all, so PyTorch's flash kernel stays eligible (as it does
+    with no mask, when nothing is padded).
 
     >>> import numpy as np
     >>> q = np.ones((1, 3, 2, 4), "float32")
@@ -201,6 +205,11 @@ def fused_attention(query, key, value, mask, scale, dropout_rate=0.0, bias=None,
     import keras
 
     masked = masked_score(dtype_name(query))
+    if causal and (mask is not None or bias is not None):  # the kernel takes a flag or a mask, not both
+        rows, columns = query.shape[1], key.shape[2 if key_value_heads_first else 1]
+        lower = keras.ops.tril(keras.ops.ones((rows, columns), "bool"))
+        mask = lower if mask is None else keras.ops.logical_and(mask, lower)
+        causal = False
     if keras.backend.backend() != "torch":
         if dropout_rate:
             raise ValueError("fused_attention takes a dropout rate only on PyTorch.")
@@ -210,7 +219,8 @@ def fused_attention(query, key, value, mask, scale, dropout_rate=0.0, bias=None,
             bias = keras.ops.where(mask, 0.0 if bias is None else keras.ops.cast(bias, "float32"), masked)
         if bias is not None:
             bias = keras.ops.cast(bias, query.dtype)
-        return keras.ops.dot_product_attention(query, key, value, bias=bias, scale=scale)
+        return keras.ops.dot_product_attention(query, key, value, bias=bias, scale=scale,
+                                               is_causal=causal)
     import torch
 
     query, key, value = (_torch_tensor(x) for x in (query, key, value))
@@ -224,7 +234,7 @@ def fused_attention(query, key, value, mask, scale, dropout_rate=0.0, bias=None,
     if bias is not None:
         bias = _torch_tensor(bias).to(query.dtype)
     context = torch.nn.functional.scaled_dot_product_attention(
-        query, key, value, attn_mask=bias, dropout_p=dropout_rate, scale=scale
+        query, key, value, attn_mask=bias, dropout_p=dropout_rate, scale=scale, is_causal=causal
     )
     return torch.transpose(context, 1, 2)
 

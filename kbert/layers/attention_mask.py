@@ -84,6 +84,21 @@ def causal_mask(query_length, key_length, offset=0):
     return ops.expand_dims(key_positions[None, :] <= query_positions[:, None], 0)
 
 
+def starts_at_zero(cache_update_index):
+    """Whether a causal block's queries start at key 0: no cache (None), or a write at the Python int 0.
+
+    Then the causal rule is top-left aligned (query `i` attends keys `j <=
+    i`), which a fused kernel takes as a flag; a tensor index is a decoding
+    step, whose offset only a mask carries.
+
+    >>> starts_at_zero(None), starts_at_zero(0), starts_at_zero(3)
+    (True, True, False)
+    """
+    return cache_update_index is None or (
+        isinstance(cache_update_index, int) and cache_update_index == 0
+    )
+
+
 def causal_padding_mask(padding_mask, query_length=None, offset=0):
     """A causal mask over the real keys of `padding_mask` `(batch, key_length)`.
 

@@ -124,8 +124,11 @@ class BART(Backbone):
         )
 
         # === Functional graph ===
-        inputs = {name: keras.Input(shape=(None,), dtype="int32", name=name) for name in INPUT_NAMES}
+        inputs = {name: keras.Input(shape=(None,), dtype="int32", name=name,
+                                    optional=name in self.UNPADDED_MASKS) for name in INPUT_NAMES}
         super().__init__(inputs=inputs, outputs=self.run_layers(inputs), dtype=dtype, **kwargs)
+
+    UNPADDED_MASKS = ("encoder_padding_mask", "decoder_padding_mask")
 
     # --- Layers -----------------------------------------------------------------
 
@@ -164,13 +167,14 @@ class BART(Backbone):
             name=f"decoder_layer_{index}",
         )
 
-    def run_layers(self, inputs):
-        """The output dict of the layers on `inputs` (symbolic or real)."""
-        encoder_padding_mask = inputs["encoder_padding_mask"]
-        encoder_outputs = self._run_encoder(inputs["encoder_token_ids"], encoder_padding_mask, None)
+    def run_layers(self, inputs, training=None):
+        """The output dict of the layers on `inputs` (symbolic or real); a padding mask left out
+        or None pads nothing (the decoder's self-attention then takes its causal rule as a flag)."""
+        encoder_padding_mask = inputs.get("encoder_padding_mask")
+        encoder_outputs = self._run_encoder(inputs["encoder_token_ids"], encoder_padding_mask, training)
         decoder_outputs = self._run_decoder(
-            inputs["decoder_token_ids"], inputs["decoder_padding_mask"], encoder_outputs,
-            encoder_padding_mask, None,
+            inputs["decoder_token_ids"], inputs.get("decoder_padding_mask"), encoder_outputs,
+            encoder_padding_mask, training,
         )
         return {
             "encoder_sequence_output": encoder_outputs,
