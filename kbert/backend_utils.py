@@ -239,6 +239,57 @@ def fused_attention(query, key, value, mask, scale, dropout_rate=0.0, bias=None,
     return torch.transpose(context, 1, 2)
 
 
+def constant_tensors(owner, key, make):
+    """`make()`'s NumPy arrays (a tuple) as tensors, converted once per `owner` and `key` on eager PyTorch.
+
+    On eager PyTorch each conversion of host data is a host-to-device copy,
+    which on a GPU waits for the stream; a layer's index tables (BigBird's
+    key blocks, Longformer's window) are the same at every call of the same
+    shape, so they are kept, weakly keyed by `owner`, under `key` (the shapes
+    they depend on). Traced (TensorFlow, JAX, `torch.compile`) they are
+    converted at each trace, as constants of the program.
+
+    >>> layer = type("Layer", (), {})()
+    >>> [np.asarray(a).tolist() for a in constant_tensors(layer, 1, lambda: (np.arange(2),))]
+    [[0, 1]]
+    """
+    import keras
+
+    eager_torch = keras.backend.backend() == "torch" and not _torch_compiling()
+    kept = _CONSTANTS.setdefault(owner, {}) if eager_torch else {}
+    if key not in kept:
+        kept[key] = tuple(keras.ops.convert_to_tensor(array) for array in make())
+    return kept[key]
+
+
+def _torch_compiling():
+    import torch
+
+    return torch.compiler.is_compiling()
+
+
+_CONSTANTS = weakref.WeakKeyDictionary()  # owner -> {key: tensors}
+
+
+def clip(x, low, high):
+    """`keras.ops.clip(x, low, high)` for Python-number bounds, which on PyTorch stay numbers.
+
+    Keras' PyTorch `clip` turns each bound into a tensor (a host-to-device
+    copy at every call, every step of an LSTM); `torch.clamp` takes them as
+    they are.
+
+    >>> np.asarray(clip(np.array([-2.0, 0.5, 3.0], "float32"), -1.0, 1.0)).tolist()
+    [-1.0, 0.5, 1.0]
+    """
+    import keras
+
+    if keras.backend.backend() == "torch":
+        import torch
+
+        return torch.clamp(_torch_tensor(x), float(low), float(high))
+    return keras.ops.clip(x, low, high)
+
+
 def torch_fused_adam(variables, gradients, momentums, velocities, step, learning_rate, betas, epsilon):
     """One Adam update of every variable in PyTorch's fused kernel, in place. PyTorch only.
 

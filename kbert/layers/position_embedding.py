@@ -3,6 +3,7 @@ from keras import ops
 
 from kbert.arguments import positive_int
 from kbert.input_checks import check_ids_in_range
+from kbert.layers.attention_mask import positions_from
 from kbert.layers.direct_call import DirectCall
 
 
@@ -53,11 +54,13 @@ class PositionEmbedding(DirectCall, keras.layers.Layer):
             check_ids_in_range(positions, self.max_positions, "Position id")
             table = ops.cast(self.embeddings, self.compute_dtype)
             return ops.take(table, positions, axis=0)
-        if isinstance(offset, int):
-            self._check_length(None if length is None else length + offset)
         shape = ops.shape(inputs)
         table = ops.convert_to_tensor(self.embeddings)
-        rows = ops.slice(table, (offset, 0), (shape[1], shape[2]))
+        if isinstance(offset, int):
+            self._check_length(None if length is None else length + offset)
+            rows = ops.slice(table, (offset, 0), (shape[1], shape[2]))
+        else:  # a gather: a sliced tensor start is read back to the host on PyTorch
+            rows = ops.take(table, positions_from(shape[1], offset), axis=0)
         return ops.broadcast_to(ops.cast(rows, self.compute_dtype)[None], shape)
 
     def _check_length(self, length):

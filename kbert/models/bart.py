@@ -186,9 +186,7 @@ class BART(Backbone):
 
     def _embed(self, stack, token_ids, training, offset=0):
         """`Dropout(LN(scale·E[ids] + P[offset + 2 + i]))` of `stack` ("encoder" or "decoder")."""
-        x = self.token_embedding(token_ids)
-        if self.scale_embedding:
-            x = x * ops.cast(self.hidden_dim**0.5, x.dtype)
+        x = self.token_embedding(token_ids, scale=self.hidden_dim**0.5 if self.scale_embedding else None)
         positions = getattr(self, f"{stack}_position_embedding")
         x = x + positions(x, offset=offset + POSITION_OFFSET)
         x = getattr(self, f"{stack}_embedding_layer_norm")(x)

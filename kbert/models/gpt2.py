@@ -23,8 +23,11 @@ def position_ids(padding_mask):
     >>> ops.convert_to_numpy(position_ids(ops.convert_to_tensor([[0, 0, 1, 1]]))).tolist()
     [[0, 0, 0, 1]]
     """
-    positions = ops.cumsum(ops.cast(padding_mask, "int32"), axis=1) - 1
-    return ops.maximum(positions, ops.zeros_like(positions))  # no 0 from the host on eager PyTorch
+    # `ones_like` and `zeros_like`, not 1 and 0: a functional graph replays a
+    # Python number as a tensor made from host data at every call on PyTorch.
+    mask = ops.cast(padding_mask, "int32")
+    positions = ops.cumsum(mask, axis=1) - ops.ones_like(mask)
+    return ops.maximum(positions, ops.zeros_like(positions))
 
 
 @keras.saving.register_keras_serializable(package="kbert")
