@@ -2,6 +2,7 @@ import keras
 from keras import ops
 
 from kbert.arguments import positive_int
+from kbert.backend_utils import take_rows
 from kbert.input_checks import check_ids_in_range
 from kbert.layers.attention_mask import positions_from
 from kbert.layers.direct_call import DirectCall
@@ -52,8 +53,7 @@ class PositionEmbedding(DirectCall, keras.layers.Layer):
         length = inputs.shape[1]
         if positions is not None:
             check_ids_in_range(positions, self.max_positions, "Position id")
-            table = ops.cast(self.embeddings, self.compute_dtype)
-            return ops.take(table, positions, axis=0)
+            return ops.cast(take_rows(self.embeddings, positions), self.compute_dtype)
         shape = ops.shape(inputs)
         table = ops.convert_to_tensor(self.embeddings)
         if isinstance(offset, int):

@@ -1,7 +1,7 @@
 import keras
 from keras import ops
 
-from kbert.backend_utils import dense
+from kbert.backend_utils import dense, take_rows
 from kbert.input_checks import check_ids_in_range
 from kbert.layers.direct_call import DirectCall
 
@@ -58,7 +58,7 @@ class ReversibleEmbedding(DirectCall, keras.layers.Embedding):
             inputs = inputs if scale is None else inputs * scale
             return dense(inputs, table, None, kernel_transposed=True)
         check_ids_in_range(inputs, self.input_dim, "Token id")
-        rows = super().call(inputs)
+        rows = ops.cast(take_rows(self.embeddings, inputs), self.compute_dtype)
         return rows if scale is None else rows * scale
 
     def compute_output_shape(self, input_shape, reverse=False, scale=None):
