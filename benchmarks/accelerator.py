@@ -35,7 +35,7 @@ On a lent GPU machine (torch, jax and transformers, no keras, no internet):
 carry the keras wheels (`keras==3.15.1`, `namex`, `optree`, downloaded here
 for cp312 manylinux) and this checkout, install the wheels with `pip install
 --no-deps --target /tmp/site`, set `PYTHONPATH=/tmp/site:$PWD`, and run
-`python benchmarks/accelerator.py` (docs/accelerators.md has the command).
+`python benchmarks/accelerator.py` (docs/architecture.md §10 has the command).
 """
 
 import argparse

@@ -322,7 +322,9 @@ def torch_compiled_training_step(step, optimizer, variables):
     graph twice in it: at `loss.backward()` (traced only with dynamo's
     `trace_autograd_ops`, which is off by default), and at the `re.search`
     with which Keras' optimizers pick the variables excluded from weight
-    decay (keras-team/keras#21173 asks for a compilable exclusion). Here the
+    decay (no Keras issue asks for a compilable exclusion that we could find;
+    keras-team/keras#18569, which turned `torch.compile` on in Keras' PyTorch
+    trainer, names graph breaks in the step as its known caveat). Here the
     step is traced with `trace_autograd_ops` on, and the optimizer's answer
     for each of `variables` is computed before the first trace (Keras caches
     it per variable), so that forward, backward and update form one graph.
