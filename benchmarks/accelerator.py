@@ -189,7 +189,7 @@ def kbert_rows(sizes, label, compile_too):
         model.compile(optimizer=create_optimizer("adamw", 1e-4, total_steps=1000, warmup_steps=10),
                       jit_compile=jit)
         name = system_name(label, jit)
-        measured(rows, train, name, lambda: model.train_on_batch(x, y),
+        measured(rows, train, name, lambda model=model: model.train_on_batch(x, y),
                  flops=training_flops(sizes, *sizes["train"]))
     gpt2 = sizes["gpt2"]
     lm = CausalLM(kbert.models.GPT2(vocabulary_size=gpt2["vocabulary"], num_layers=sizes["layers"],
@@ -201,7 +201,8 @@ def kbert_rows(sizes, label, compile_too):
         for jit in [False, True] if torch_backend and compile_too else ["auto"]:
             name = system_name(label, jit)
             measured(rows, f"GPT-2 greedy, batch {batch}", name,
-                     lambda: lm.generate(prompts, max_new_tokens=gpt2["new"], end_id=-1, jit_compile=jit),
+                     lambda prompts=prompts, jit=jit: lm.generate(
+                         prompts, max_new_tokens=gpt2["new"], end_id=-1, jit_compile=jit),
                      tokens=batch * gpt2["new"])
     for length in sizes["lengths"]:
         for attention, kwargs in long_attentions(sizes):
@@ -428,7 +429,7 @@ def main(argv=None):
     if args.worker:
         return worker(args.worker, args.small, not (args.small or args.no_compile))
     rows, rates, devices, missing = [], {}, {}, []
-    for index, backend in enumerate(args.backends):
+    for backend in args.backends:
         result = run_backend(backend, args, args.budget / len(args.backends))
         if result is None:
             missing.append(backend)

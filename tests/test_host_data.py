@@ -19,7 +19,6 @@ PyTorch is not kbert.
 
 import functools
 import pathlib
-import sys
 import traceback
 
 import keras

@@ -1,7 +1,6 @@
 """BART, the denoising encoder-decoder of Lewis et al. 2020."""
 
 import keras
-from keras import ops
 
 from kbert.arguments import positive_int, positive_number, probability
 from kbert.layers.language_model_head import LanguageModelHead

@@ -1,7 +1,7 @@
 import keras
 
 from kbert.arguments import head_counts, one_of, probability
-from kbert.input_checks import check_inputs, ids, mask
+from kbert.input_checks import ids, mask
 from kbert.layers.bigbird_attention import BigBirdAttention
 from kbert.layers.layer_normalization import LayerNormalization
 from kbert.layers.longformer_attention import LongformerAttention
