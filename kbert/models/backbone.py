@@ -90,9 +90,9 @@ class Backbone(InputChecks, keras.Model):
 
     def runs_layers(self, inputs):
         """Whether a call on `inputs` runs the layers directly rather than the functional graph."""
-        if not isinstance(inputs, dict) or any(map(keras.backend.is_keras_tensor, inputs.values())):
-            return False
-        return any(inputs.get(name) is None for name in self.UNPADDED_MASKS)
+        if not isinstance(inputs, dict) or all(inputs.get(name) is not None for name in self.UNPADDED_MASKS):
+            return False  # asks nothing of the values: the common call stays as it was, traced or not
+        return not any(keras.backend.is_keras_tensor(value) for value in inputs.values())
 
     def __call__(self, inputs, *args, **kwargs):
         if self.runs_layers(inputs):
