@@ -169,7 +169,7 @@ def pretraining_batch(sizes):
          "mask_positions": np.sort(rng.choice(np.arange(1, length), (batch, MASKED)), axis=1).astype("int32")}
     y = {"mask_ids": rng.integers(5, sizes["vocabulary"], (batch, MASKED)).astype("int32"),
          "mask_weights": np.ones((batch, MASKED), "float32"),
-         "next_sentence_labels": rng.integers(0, 2, (batch,)).astype("int32")}
+         "pair_labels": rng.integers(0, 2, (batch,)).astype("int32")}
     return x, y
 
 
@@ -311,7 +311,7 @@ def transformers_training_step(sizes, device, compiled):
     labels = torch.full_like(ids, -100)
     labels.scatter_(1, torch.as_tensor(x["mask_positions"], dtype=torch.long, device=device),
                     torch.as_tensor(y["mask_ids"], dtype=torch.long, device=device))
-    pair = torch.as_tensor(y["next_sentence_labels"], dtype=torch.long, device=device)
+    pair = torch.as_tensor(y["pair_labels"], dtype=torch.long, device=device)
     forward = torch.compile(model) if compiled else model
 
     def step():
