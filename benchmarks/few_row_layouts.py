@@ -7,7 +7,7 @@ decoding step) a matmul's time is the time to read its weight, and that
 depends on the weight's layout. kbert reads a layer's kernel as a contiguous
 `(out, in)` and a vocabulary projection (more than `WIDE_OUTPUT` outputs) as
 a contiguous `(in, out)`, keeping a transposed copy where the parameter is
-stored the other way (`backend_utils._few_row_weight`). The rule was chosen
+stored the other way (`backend_utils.matmul_operand`). The rule was chosen
 from this table, and the best layout is the CPU's (its matmul library's) to
 decide: rerun it on another machine to check the rule there.
 
@@ -65,11 +65,11 @@ def measure(in_features, out_features, args):
 
 def kbert_layout(in_features, out_features, inputs):
     """The layout kbert's few-row path reads a Keras `(in, out)` kernel of this shape in, asked of
-    `backend_utils._few_row_weight` itself."""
+    `backend_utils.matmul_operand` itself."""
     kernel = torch.nn.Parameter(torch.empty(in_features, out_features), requires_grad=False)
     with torch.no_grad():
-        weight = backend_utils._few_row_weight(inputs, kernel.T)
-    return "(out, in)" if weight.is_contiguous() else "(in, out)"
+        operand = backend_utils.matmul_operand(inputs, kernel)
+    return "(out, in)" if operand.T.is_contiguous() else "(in, out)"
 
 
 def main():

@@ -173,7 +173,7 @@ def masked_score(dtype):
 
 
 def fused_attention(query, key, value, mask, scale, dropout_rate=0.0, bias=None,
-                    key_value_heads_first=False):
+                    key_value_heads_first=False, causal=False):
     """Softmax attention in the backend's fused kernel, in Keras' `(batch, length, heads, head_dim)` layout.
 
     Computes `softmax(scale · q·kᵀ + bias)·v` over the keys `mask` keeps.
@@ -191,7 +191,11 @@ def fused_attention(query, key, value, mask, scale, dropout_rate=0.0, bias=None,
     `keras.ops.dot_product_attention` has no dropout and `dropout_rate` must be 0.
     With `key_value_heads_first`, `key` and `value` come as `(batch, heads,
     length, head_dim)` (a key/value cache's layout), which PyTorch's kernel
-    takes as they are.
+    takes as they are. With `causal`, query `i` also attends only keys `j <=
+    i` (top-left aligned, as a prompt at the start of a cache needs); without
+    a `mask` or `bias` this reaches the kernel as its `is_causal` flag, no
+    mask tensor at all, so PyTorch's flash kernel stays eligible (as it does
+    with no mask, when nothing is padded).
 
     >>> import numpy as np
     >>> q = np.ones((1, 3, 2, 4), "float32")
@@ -201,6 +205,11 @@ def fused_attention(query, key, value, mask, scale, dropout_rate=0.0, bias=None,
     import keras
 
     masked = masked_score(dtype_name(query))
+    if causal and (mask is not None or bias is not None):  # the kernel takes a flag or a mask, not both
+        rows, columns = query.shape[1], key.shape[2 if key_value_heads_first else 1]
+        lower = keras.ops.tril(keras.ops.ones((rows, columns), "bool"))
+        mask = lower if mask is None else keras.ops.logical_and(mask, lower)
+        causal = False
     if keras.backend.backend() != "torch":
         if dropout_rate:
             raise ValueError("fused_attention takes a dropout rate only on PyTorch.")
@@ -210,7 +219,8 @@ def fused_attention(query, key, value, mask, scale, dropout_rate=0.0, bias=None,
             bias = keras.ops.where(mask, 0.0 if bias is None else keras.ops.cast(bias, "float32"), masked)
         if bias is not None:
             bias = keras.ops.cast(bias, query.dtype)
-        return keras.ops.dot_product_attention(query, key, value, bias=bias, scale=scale)
+        return keras.ops.dot_product_attention(query, key, value, bias=bias, scale=scale,
+                                               is_causal=causal)
     import torch
 
     query, key, value = (_torch_tensor(x) for x in (query, key, value))
@@ -224,9 +234,60 @@ def fused_attention(query, key, value, mask, scale, dropout_rate=0.0, bias=None,
     if bias is not None:
         bias = _torch_tensor(bias).to(query.dtype)
     context = torch.nn.functional.scaled_dot_product_attention(
-        query, key, value, attn_mask=bias, dropout_p=dropout_rate, scale=scale
+        query, key, value, attn_mask=bias, dropout_p=dropout_rate, scale=scale, is_causal=causal
     )
     return torch.transpose(context, 1, 2)
+
+
+def constant_tensors(owner, key, make):
+    """`make()`'s NumPy arrays (a tuple) as tensors, converted once per `owner` and `key` on eager PyTorch.
+
+    On eager PyTorch each conversion of host data is a host-to-device copy,
+    which on a GPU waits for the stream; a layer's index tables (BigBird's
+    key blocks, Longformer's window) are the same at every call of the same
+    shape, so they are kept, weakly keyed by `owner`, under `key` (the shapes
+    they depend on). Traced (TensorFlow, JAX, `torch.compile`) they are
+    converted at each trace, as constants of the program.
+
+    >>> layer = type("Layer", (), {})()
+    >>> [np.asarray(a).tolist() for a in constant_tensors(layer, 1, lambda: (np.arange(2),))]
+    [[0, 1]]
+    """
+    import keras
+
+    eager_torch = keras.backend.backend() == "torch" and not _torch_compiling()
+    kept = _CONSTANTS.setdefault(owner, {}) if eager_torch else {}
+    if key not in kept:
+        kept[key] = tuple(keras.ops.convert_to_tensor(array) for array in make())
+    return kept[key]
+
+
+def _torch_compiling():
+    import torch
+
+    return torch.compiler.is_compiling()
+
+
+_CONSTANTS = weakref.WeakKeyDictionary()  # owner -> {key: tensors}
+
+
+def clip(x, low, high):
+    """`keras.ops.clip(x, low, high)` for Python-number bounds, which on PyTorch stay numbers.
+
+    Keras' PyTorch `clip` turns each bound into a tensor (a host-to-device
+    copy at every call, every step of an LSTM); `torch.clamp` takes them as
+    they are.
+
+    >>> np.asarray(clip(np.array([-2.0, 0.5, 3.0], "float32"), -1.0, 1.0)).tolist()
+    [-1.0, 0.5, 1.0]
+    """
+    import keras
+
+    if keras.backend.backend() == "torch":
+        import torch
+
+        return torch.clamp(_torch_tensor(x), float(low), float(high))
+    return keras.ops.clip(x, low, high)
 
 
 def torch_fused_adam(variables, gradients, momentums, velocities, step, learning_rate, betas, epsilon):
@@ -261,7 +322,9 @@ def torch_compiled_training_step(step, optimizer, variables):
     graph twice in it: at `loss.backward()` (traced only with dynamo's
     `trace_autograd_ops`, which is off by default), and at the `re.search`
     with which Keras' optimizers pick the variables excluded from weight
-    decay (keras-team/keras#21173 asks for a compilable exclusion). Here the
+    decay (no Keras issue asks for a compilable exclusion that we could find;
+    keras-team/keras#18569, which turned `torch.compile` on in Keras' PyTorch
+    trainer, names graph breaks in the step as its known caveat). Here the
     step is traced with `trace_autograd_ops` on, and the optimizer's answer
     for each of `variables` is computed before the first trace (Keras caches
     it per variable), so that forward, backward and update form one graph.
@@ -301,75 +364,96 @@ def dense(inputs, kernel, bias, kernel_transposed=False):
     if keras.backend.backend() == "torch":
         import torch
 
+        # `mm`/`addmm` on a 2-D view with an `(in, out)` operand, as transformers'
+        # `Conv1D`: `linear` would add a transposed view of each weight per call.
         inputs, kernel = _torch_tensor(inputs), _torch_tensor(kernel)
-        bias = None if bias is None else _torch_tensor(bias)
-        weight = kernel if kernel_transposed else kernel.T
-        return torch.nn.functional.linear(inputs, _few_row_weight(inputs, weight), bias)
+        operand = matmul_operand(inputs, kernel, kernel_transposed)
+        flat = inputs if inputs.dim() == 2 else inputs.reshape(-1, inputs.shape[-1])
+        if bias is None:
+            outputs = torch.mm(flat, operand)
+        else:
+            outputs = torch.addmm(_torch_tensor(bias), flat, operand)
+        return outputs if inputs.dim() == 2 else outputs.view(*inputs.shape[:-1], operand.shape[1])
     if kernel_transposed:
         kernel = keras.ops.transpose(kernel)
     outputs = keras.ops.matmul(inputs, kernel)
     return outputs if bias is None else keras.ops.add(outputs, bias)
 
 
+def take_rows(table, ids):
+    """`keras.ops.take(table, ids, axis=0)` for ids in range: one `embedding` operator on PyTorch.
+
+    Keras' PyTorch `take` wraps negative indices first (4 more operators a
+    call, each a kernel launch on a GPU); kbert checks its ids are in range
+    where it reads them (`kbert.input_checks`).
+
+    >>> np.asarray(take_rows(np.eye(3, dtype="float32"), np.array([2, 0]))).tolist()
+    [[0.0, 0.0, 1.0], [1.0, 0.0, 0.0]]
+    """
+    import keras
+
+    if keras.backend.backend() != "torch":
+        return keras.ops.take(table, ids, axis=0)
+    import torch
+
+    ids = _torch_tensor(ids)
+    if ids.dtype not in (torch.int32, torch.int64):
+        ids = ids.to(torch.int32)
+    return torch.nn.functional.embedding(ids, _torch_tensor(table))
+
+
 FEW_ROWS = 16
 WIDE_OUTPUT = 8192
 
 
-def _few_row_weight(inputs, weight):
-    """The `(out, in)` weight `weight` for `torch.nn.functional.linear`, laid out as a few-row matmul reads it fastest.
+def matmul_operand(inputs, kernel, kernel_transposed=False):
+    """The `(in, out)` right operand of `inputs @ kernel`, laid out as a few-row matmul reads it fastest. PyTorch only.
 
-    `weight` itself, except in eager inference on at most `FEW_ROWS` rows
-    (a decoding step), where reading the weight is all the time a matmul
-    takes and its layout matters: a layer's kernel is read as a contiguous
-    `(out, in)`, a vocabulary projection (more than `WIDE_OUTPUT` outputs) as
-    a contiguous `(in, out)`. Reading weights from memory, a matmul of 8
-    rows on this project's 2-core CPU (MKL) read t5_small's 512 × 2048
-    kernel 10–20% faster as `(out, in)`, and the vocabulary projections of
-    t5_small (512 × 32128) and GPT-2 (768 × 50257) 20–50% faster as `(in,
-    out)`; the best layout is the CPU's to decide (GPT-2's 768-wide kernels
-    read faster `(in, out)` there), and `benchmarks/few_row_layouts.py`
-    measures it. Where a parameter is stored the other way, a transposed
-    contiguous copy is kept until the parameter changes, at the cost of its
-    memory as long as it lives.
+    `kernel` is stored `(in, out)`, or `(out, in)` with `kernel_transposed`
+    (an embedding table as the output projection). The operand is a view of
+    `kernel`, except in eager inference on at most `FEW_ROWS` rows (a
+    decoding step), where reading the weight is all the time a matmul takes
+    and its layout matters: a layer's kernel is read as a contiguous `(out,
+    in)`, a vocabulary projection (more than `WIDE_OUTPUT` outputs) as a
+    contiguous `(in, out)`. Reading weights from memory, a matmul of 8 rows
+    on this project's 2-core CPU (MKL) read t5_small's 512 × 2048 kernel
+    10–20% faster as `(out, in)`, and the vocabulary projections of t5_small
+    (512 × 32128) and GPT-2 (768 × 50257) 20–50% faster as `(in, out)`; the
+    best layout is the CPU's to decide (GPT-2's 768-wide kernels read faster
+    `(in, out)` there), and `benchmarks/few_row_layouts.py` measures it.
+    Where a parameter is stored the other way, a transposed contiguous copy
+    is kept until the parameter changes, at the cost of its memory as long as
+    it lives; the operand made of it is kept too, so a call dispatches no
+    view of the weight.
     """
     import torch
 
+    operand = kernel.T if kernel_transposed else kernel
     rows = inputs.numel() // max(inputs.shape[-1], 1)
-    if rows > FEW_ROWS or torch.is_grad_enabled() or torch.compiler.is_compiling():
-        return weight
-    wide = weight.shape[0] > WIDE_OUTPUT
-    layout = weight.T if wide else weight  # the tensor the matmul reads fastest when contiguous
-    parameter = layout._base
-    if layout.is_contiguous() or not _is_transpose(layout, parameter):
-        return weight
-    copy = _transposed_copy(parameter)  # equals layout.contiguous()
-    return copy.T if wide else copy
+    if (rows > FEW_ROWS or not isinstance(kernel, torch.nn.Parameter) or kernel.dim() != 2
+            or torch.is_grad_enabled() or torch.compiler.is_compiling()):
+        return operand
+    wide = operand.shape[1] > WIDE_OUTPUT
+    if wide != kernel_transposed:  # stored as it is read best
+        return operand
+    return _transposed_operand(kernel, wide)
 
 
-def _is_transpose(view, parameter):
-    """Whether `view` is the whole of `parameter.T` for a 2-D PyTorch parameter (not a slice of it)."""
-    import torch
-
-    if not isinstance(parameter, torch.nn.Parameter) or parameter.dim() != 2:
-        return False
-    transpose = parameter.T
-    return (view.shape == transpose.shape and view.stride() == transpose.stride()
-            and view.data_ptr() == transpose.data_ptr())
-
-
-def _transposed_copy(parameter):
-    """A contiguous copy of `parameter.T`, cached until `parameter` changes or goes. PyTorch only."""
+def _transposed_operand(parameter, wide):
+    """The `(in, out)` operand read from a contiguous copy of `parameter.T`: the copy itself
+    (`wide`) or its transpose; cached until `parameter` changes or goes. PyTorch only."""
     cached = _LINEAR_WEIGHTS.get(id(parameter))
     if cached is None or cached[0]() is not parameter:
         weakref.finalize(parameter, _LINEAR_WEIGHTS.pop, id(parameter), None)
         cached = None
     if cached is None or cached[1] != parameter._version:  # new, or updated in place since
-        cached = (weakref.ref(parameter), parameter._version, parameter.detach().T.contiguous())
+        copy = parameter.detach().T.contiguous()
+        cached = (weakref.ref(parameter), parameter._version, copy if wide else copy.T)
         _LINEAR_WEIGHTS[id(parameter)] = cached
     return cached[2]
 
 
-# id(parameter) -> (weak reference to it, its version when copied, the copy of its transpose)
+# id(parameter) -> (weak reference to it, its version when copied, the operand read from the copy)
 _LINEAR_WEIGHTS = {}
 
 
@@ -442,7 +526,7 @@ def _torch_normalization(normalize, x, weights, epsilon, dtype):
     import torch
 
     x = _torch_tensor(x)
-    compute_dtype = torch.promote_types(x.dtype, torch.float32)
+    compute_dtype = x.dtype if x.dtype in (torch.float32, torch.float64) else torch.float32
     weights = [None if w is None else _torch_tensor(w).to(compute_dtype) for w in weights]
     # int(): a constant width when traced (the ONNX export of `kbert export`).
     normalized = normalize(x.to(compute_dtype), (int(x.shape[-1]),), *weights, epsilon)

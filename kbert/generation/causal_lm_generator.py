@@ -1,6 +1,7 @@
 """The decoding loop of decoder-only language models: prompts continued in one compiled loop."""
 
 import numpy as np
+import keras
 from keras import ops
 
 from kbert.generation.generator import Generator
@@ -72,6 +73,7 @@ class CausalLMGenerator(Generator):
     def __init__(self, model, max_new_tokens=64, **options):
         super().__init__(model, max_new_tokens=max_new_tokens, **options)
         self._step = self._compiled_step("call_with_cache")
+        self._unpadded_prompt = False
 
     def __call__(self, inputs):
         token_ids, padding_mask = self._read_inputs(inputs, ("token_ids", "padding_mask"))
@@ -83,6 +85,11 @@ class CausalLMGenerator(Generator):
                 f"The longest prompt plus max_new_tokens={self.max_new_tokens} needs {longest} "
                 f"positions; the model has {limit}."
             )
+        # An unpadded prompt fills the caches with the causal rule as a flag to the
+        # fused kernel (no mask tensor). Read here, from the host's copy; only
+        # PyTorch's loop runs eagerly: a traced loop would keep the first call's
+        # answer for later prompts of the same shape.
+        self._unpadded_prompt = keras.backend.backend() == "torch" and bool(padding_mask.all())
         return self._run(token_ids, padding_mask)
 
     def _generate(self, seed_state, token_ids, padding_mask):
@@ -98,8 +105,9 @@ class CausalLMGenerator(Generator):
         if self.use_cache:
             caches = model.attention_caches(rows, prompt_length + steps)
             if last > 0:
+                prompt_mask = None if self._unpadded_prompt else mask
                 _, caches = model.call_with_cache(
-                    tokens[:, :last], mask, caches, 0, cache_write="in_place", logits=False
+                    tokens[:, :last], prompt_mask, caches, 0, cache_write="in_place", logits=False
                 )
 
         def next_logits(index, tokens, caches):

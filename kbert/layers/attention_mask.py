@@ -70,6 +70,21 @@ def fold_padding_mask(bias, padding_mask):
     return ops.where(keep, bias, ops.cast(masked_score(dtype), dtype))
 
 
+def positions_from(length, offset):
+    """int32 `offset, offset + 1, ..., offset + length - 1`; `offset` a Python int or a scalar tensor.
+
+    A Python offset stays a number: `keras.ops.cast` of it would be a tensor
+    made from host data at every call on eager PyTorch.
+
+    >>> ops.convert_to_numpy(positions_from(3, 2)).tolist()
+    [2, 3, 4]
+    """
+    positions = ops.arange(length, dtype="int32")
+    if isinstance(offset, int):
+        return positions + offset if offset else positions
+    return positions + ops.cast(offset, "int32")
+
+
 def causal_mask(query_length, key_length, offset=0):
     """`True` where query `i` (at position `offset + i`) may attend key `j`: `j <= offset + i`.
 
@@ -79,9 +94,24 @@ def causal_mask(query_length, key_length, offset=0):
     >>> ops.convert_to_numpy(causal_mask(2, 3, offset=1)).astype(int).tolist()
     [[[1, 1, 0], [1, 1, 1]]]
     """
-    query_positions = ops.arange(query_length, dtype="int32") + ops.cast(offset, "int32")
+    query_positions = positions_from(query_length, offset)
     key_positions = ops.arange(key_length, dtype="int32")
     return ops.expand_dims(key_positions[None, :] <= query_positions[:, None], 0)
+
+
+def starts_at_zero(cache_update_index):
+    """Whether a causal block's queries start at key 0: no cache (None), or a write at the Python int 0.
+
+    Then the causal rule is top-left aligned (query `i` attends keys `j <=
+    i`), which a fused kernel takes as a flag; a tensor index is a decoding
+    step, whose offset only a mask carries.
+
+    >>> starts_at_zero(None), starts_at_zero(0), starts_at_zero(3)
+    (True, True, False)
+    """
+    return cache_update_index is None or (
+        isinstance(cache_update_index, int) and cache_update_index == 0
+    )
 
 
 def causal_padding_mask(padding_mask, query_length=None, offset=0):
@@ -102,11 +132,12 @@ def causal_padding_mask(padding_mask, query_length=None, offset=0):
     >>> ops.convert_to_numpy(mask).astype(int).tolist()
     [[[1, 0, 0], [0, 1, 0], [0, 1, 1]]]
     """
-    key_positions = ops.cumsum(ops.ones_like(padding_mask, dtype="int32"), axis=1) - 1
+    ones = ops.ones_like(padding_mask, dtype="int32")
+    key_positions = ops.cumsum(ones, axis=1) - ones  # not `- 1`: see `kbert.models.gpt2.position_ids`
     if query_length is None:
         query_positions = key_positions
     else:
-        query_positions = ops.arange(query_length, dtype="int32")[None, :] + ops.cast(offset, "int32")
+        query_positions = positions_from(query_length, offset)[None, :]
     causal = key_positions[:, None, :] <= query_positions[:, :, None]
     own = ops.equal(key_positions[:, None, :], query_positions[:, :, None])
     real = ops.cast(padding_mask, "bool")[:, None, :]

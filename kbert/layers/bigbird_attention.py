@@ -5,6 +5,7 @@ import numpy as np
 from keras import ops
 
 from kbert.arguments import non_negative_int, positive_int
+from kbert.backend_utils import constant_tensors
 from kbert.layers.multi_head_attention import MultiHeadAttention
 from kbert.layers.sparse_attention import (
     attend_blocks,
@@ -198,10 +199,14 @@ class BigBirdAttention(MultiHeadAttention):
         b, h, padded = self.block_size, self.num_heads, key_mask.shape[1]
         middle = padded // b - 2
         group, groups = group_blocks(middle, b)
-        table = self.key_blocks(n, group * groups)  # (rows, h, slots)
-        used = np.repeat(table >= 0, b, axis=-1)[:, :, None, :]  # (rows, h, 1, slots·b)
-        index = ops.convert_to_tensor(np.maximum(table, 0) + np.arange(h)[:, None] * (padded // b))
-        table, used = ops.convert_to_tensor(np.maximum(table, 0)), ops.convert_to_tensor(used)
+
+        def tables():
+            table = self.key_blocks(n, group * groups)  # (rows, h, slots)
+            used = np.repeat(table >= 0, b, axis=-1)[:, :, None, :]  # (rows, h, 1, slots·b)
+            index = np.maximum(table, 0) + np.arange(h)[:, None] * (padded // b)
+            return index, np.maximum(table, 0), used
+
+        index, table, used = constant_tensors(self, ("middle rows", n, group * groups, padded), tables)
         q_mid = ops.pad(query[:, b:-b], ((0, 0), (0, (group * groups - middle) * b), (0, 0), (0, 0)))
         q_mid = ops.reshape(q_mid, (-1, group * groups, b, h, query.shape[-1]))
         k_flat, v_flat = (ops.reshape(x, (-1, h * padded // b, b, x.shape[-1])) for x in (key, value))

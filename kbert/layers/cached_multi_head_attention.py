@@ -3,7 +3,7 @@ from keras import ops
 
 from kbert.layers.attention_mask import merge_attention_masks
 from kbert.layers.initializers import clone_initializer
-from kbert.layers.multi_head_attention import MultiHeadAttention, mask_heads
+from kbert.layers.multi_head_attention import MultiHeadAttention, mask_heads, with_causal_mask
 
 CACHE_WRITES = ("functional", "in_place")
 
@@ -68,6 +68,10 @@ class CachedMultiHeadAttention(MultiHeadAttention):
             whole cache every step; XLA reuses a loop's buffer anyway).
         head_mask: optional `(heads,)` or `(batch, heads)` factors on each
             head's output, as in `MultiHeadAttention`.
+        causal: query `i` attends only keys `j <= i` (counted from the first
+            key, so with a cache only for a write at index 0: a prompt),
+            besides the masks. Without masks or a bias the fused kernel gets it
+            as a flag (PyTorch's `is_causal`), which keeps its flash kernel eligible.
 
     Returns:
         The attention output, and with a cache also the (updated) cache.
@@ -125,7 +129,7 @@ class CachedMultiHeadAttention(MultiHeadAttention):
 
     def call(self, query, value=None, key=None, padding_mask=None, attention_mask=None, attention_bias=None,
              cache=None, cache_update_index=None, cache_write="functional", training=None,
-             return_probabilities=False, head_mask=None):
+             return_probabilities=False, head_mask=None, causal=False):
         if cache_write not in CACHE_WRITES:
             raise ValueError(f"cache_write must be one of {CACHE_WRITES}; received {cache_write!r}.")
         value = query if value is None else value
@@ -133,6 +137,8 @@ class CachedMultiHeadAttention(MultiHeadAttention):
         mask = merge_attention_masks(padding_mask, attention_mask)
         q = self.split_heads(self.query_dense(query), self.key_dim)
         if cache is None:
+            if causal and return_probabilities:
+                mask = with_causal_mask(mask, ops.shape(query)[1], ops.shape(key)[1])
             k = self.split_heads(self.key_dense(key), self.key_dim)
             v = self.split_heads(self.value_dense(value), self.value_dim)
             if return_probabilities:
@@ -143,7 +149,8 @@ class CachedMultiHeadAttention(MultiHeadAttention):
                     self._output(context, head_mask),
                     mask_heads(self, probabilities, head_mask, heads_axis=1),
                 )
-            context = self.attend(q, k, v, mask=mask, bias=attention_bias, training=training)
+            context = self.attend(q, k, v, mask=mask, bias=attention_bias, training=training,
+                                  causal=causal)
             return self._output(context, head_mask)
         self._check_cacheable()
         if len(cache.shape) != 5 or cache.shape[2] != 2:
@@ -153,21 +160,21 @@ class CachedMultiHeadAttention(MultiHeadAttention):
             )
         if cache_update_index is not None:
             cache = _write_cache(cache, *self._project(key, value), cache_update_index, cache_write)
-        context = self._attend_to_cache(q, cache, mask, attention_bias, training)
+        context = self._attend_to_cache(q, cache, mask, attention_bias, training, causal)
         return self._output(context, head_mask), cache
 
     def _output(self, context, head_mask):
         """The output projection of the heads' `context`, each scaled by its `head_mask` entry."""
         return self.output_dense(self.merge_heads(mask_heads(self, context, head_mask)))
 
-    def _attend_to_cache(self, query, cache, mask, bias, training):
+    def _attend_to_cache(self, query, cache, mask, bias, training, causal=False):
         """Attention of `query` `(batch, length, heads, key_dim)` to a cache's keys and values.
 
         The key and value slices of the heads-first cache reach the kernel
         as strided views (`fused_attention` takes them without a copy on PyTorch).
         """
         return self.attend(query, cache[:, :, 0], cache[:, :, 1], mask=mask, training=training,
-                           bias=bias, key_value_heads_first=True)
+                           bias=bias, key_value_heads_first=True, causal=causal)
 
     def compute_output_spec(self, query, value=None, key=None, *args, cache=None,
                             return_probabilities=False, **kwargs):

@@ -1,7 +1,7 @@
 import keras
 from keras import ops
 
-from kbert.layers.attention_mask import causal_mask
+from kbert.layers.attention_mask import causal_mask, starts_at_zero
 from kbert.layers.cached_multi_head_attention import CachedMultiHeadAttention
 from kbert.layers.encoder_block import EncoderBlock
 from kbert.layers.initializers import clone_initializer
@@ -27,7 +27,9 @@ class CausalDecoderBlock(EncoderBlock):
         padding_mask: 0/1 `(batch, key_length)`.
         attention_mask: 0/1 or bool `(batch, length, key_length)`, the mask to
             use instead of the causal one (GPT-2 passes its causal mask over
-            the real keys, `causal_padding_mask`).
+            the real keys, `causal_padding_mask`). With neither mask (and
+            no cache, or a cache written from index 0) the attention gets
+            the causal rule as a flag, no mask tensor (`causal=True`).
         cache, cache_update_index, cache_write: a key/value cache
             `(batch, heads, 2, max_length, key_dim)` for incremental decoding,
             written at `cache_update_index` (see `CachedMultiHeadAttention`);
@@ -61,7 +63,9 @@ class CausalDecoderBlock(EncoderBlock):
             caching = dict(
                 cache=cache, cache_update_index=cache_update_index, cache_write=cache_write
             )
-        if attention_mask is None:
+        if attention_mask is None and padding_mask is None and starts_at_zero(cache_update_index):
+            caching["causal"] = True  # a flag to the kernel, no mask tensor
+        elif attention_mask is None:
             query_length = ops.shape(inputs)[1]
             key_length = query_length if cache is None else ops.shape(cache)[3]
             attention_mask = causal_mask(

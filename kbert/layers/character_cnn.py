@@ -104,7 +104,8 @@ class CharacterCNN(keras.layers.Layer):
         stacked = ops.concatenate([characters[..., k : k + windows, :] for k in range(width)], axis=-1)
         kernel = ops.reshape(ops.cast(kernel, self.compute_dtype), (width * self.character_dim, -1))
         convolved = ops.matmul(stacked, kernel) + ops.cast(bias, self.compute_dtype)
-        return self.activation_fn(ops.max(convolved, axis=-2))
+        # `amax`: Keras' PyTorch `max` breaks a `torch.compile` graph (`isinstance` on `.values`).
+        return self.activation_fn(ops.amax(convolved, axis=-2))
 
     def compute_output_shape(self, character_ids_shape):
         return tuple(character_ids_shape[:-1]) + (self.output_dim,)

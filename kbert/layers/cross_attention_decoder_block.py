@@ -2,7 +2,7 @@ import keras
 from keras import ops
 
 from kbert.arguments import positive_int
-from kbert.layers.attention_mask import causal_mask
+from kbert.layers.attention_mask import causal_mask, starts_at_zero
 from kbert.layers.multi_head_attention import probabilities_spec
 from kbert.layers.t5_block import T5Block
 
@@ -129,7 +129,8 @@ class CrossAttentionDecoderBlock(T5Block):
     def _self_attend(self, x, padding_mask, attention_bias, mask, cache, index, cache_write,
                      training, head_mask=None, return_probabilities=False):
         """Causal `SelfAttn(x)` (or masked by `mask`), through `cache` (written at `index`) if given."""
-        if mask is None:
+        causal = mask is None and padding_mask is None and starts_at_zero(index)
+        if mask is None and not causal:
             query_length = ops.shape(x)[1]
             key_length = query_length if cache is None else ops.shape(cache)[3]
             mask = causal_mask(query_length, key_length, 0 if cache is None else index)
@@ -137,6 +138,7 @@ class CrossAttentionDecoderBlock(T5Block):
             x,
             padding_mask=padding_mask,
             attention_mask=mask,
+            causal=causal,
             attention_bias=attention_bias,
             cache=cache,
             cache_update_index=index,

@@ -4,7 +4,7 @@ import keras
 import numpy as np
 from keras import ops
 
-from kbert.backend_utils import is_eager_tensor
+from kbert.backend_utils import constant_tensors, is_eager_tensor
 from kbert.arguments import positive_int
 from kbert.layers.multi_head_attention import MultiHeadAttention, mask_heads
 from kbert.layers.sparse_attention import (
@@ -226,7 +226,7 @@ class LongformerAttention(MultiHeadAttention):
         is_global = ops.logical_and(ops.cast(global_attention_mask, "bool"), real)
         self._check_global_count(is_global)
         g = min(self.max_global_tokens, n)
-        order = ops.where(is_global, 2.0 * n, 0.0) - ops.arange(n, dtype="float32")[None, :]
+        order = ops.cast(is_global, "float32") * (2.0 * n) - ops.arange(n, dtype="float32")[None, :]
         _, slots = ops.top_k(order, k=g)
         slot_valid = ops.take_along_axis(is_global, slots, axis=1)
         one_hot = ops.logical_and(
@@ -325,8 +325,12 @@ class LongformerAttention(MultiHeadAttention):
         # Keys and values heads-first: (B, z, blocks + 2, h, w, d).
         k, v = (pad_blocks(ops.swapaxes(blocked(x), 3, 4)) for x in (key, value))
         valid = pad_blocks(blocked(key_valid))  # (B, z, blocks + 2, w)
-        offset = np.arange(3 * w)[None, :] - w - np.arange(w)[:, None]
-        in_window = ops.convert_to_tensor(np.abs(offset) <= w)  # (w, 3w)
+
+        def window():
+            offset = np.arange(3 * w)[None, :] - w - np.arange(w)[:, None]
+            return (np.abs(offset) <= w,)
+
+        (in_window,) = constant_tensors(self, ("window", w), window)  # (w, 3w)
         if global_keys is not None:
             global_keys = self._spread(global_keys, (ops.shape(q)[0], dilation, group), w)
 

@@ -3,7 +3,7 @@ from keras import ops
 
 from kbert.arguments import positive_int, probability
 from kbert.backend_utils import fused_attention, fused_attention_supports, reshape
-from kbert.layers.attention_mask import MASKED_SCORE, merge_attention_masks
+from kbert.layers.attention_mask import MASKED_SCORE, causal_mask, merge_attention_masks
 from kbert.layers.direct_call import DirectCall
 from kbert.layers.dropout import apply_dropout
 from kbert.layers.fused_dense import FusedDense
@@ -183,7 +183,7 @@ class MultiHeadAttention(DirectCall, keras.layers.Layer):
         return self._explicit_attention(query, key, value, mask, None, training)
 
     def attend(self, query, key, value, mask=None, training=None, bias=None,
-               key_value_heads_first=False):
+               key_value_heads_first=False, causal=False):
         """The scoring kernel: softmax attention of projected heads.
 
         Args:
@@ -196,6 +196,8 @@ class MultiHeadAttention(DirectCall, keras.layers.Layer):
                 (T5's relative position bias), or None.
             key_value_heads_first: `key` and `value` come as `(batch, heads,
                 key_length, head_dim)`, a key/value cache's layout.
+            causal: query `i` attends only keys `j <= i` besides `mask` (a
+                flag to the fused kernel, no mask tensor, where nothing else masks).
 
         Returns:
             `(batch, query_length, heads, value_dim)`.
@@ -209,9 +211,11 @@ class MultiHeadAttention(DirectCall, keras.layers.Layer):
         if fused and (not dropping or keras.backend.backend() == "torch"):
             rate = self.dropout_layer.rate if dropping else 0.0
             return fused_attention(query, key, value, mask, self.score_scale, rate, bias,
-                                   key_value_heads_first)
+                                   key_value_heads_first, causal)
         if key_value_heads_first:
             key, value = (ops.transpose(x, (0, 2, 1, 3)) for x in (key, value))
+        if causal:
+            mask = with_causal_mask(mask, query.shape[1], key.shape[1])
         return self._explicit_attention(query, key, value, mask, bias, training)[0]
 
     def _explicit_attention(self, query, key, value, mask, bias, training):
@@ -305,6 +309,16 @@ def mask_heads(layer, x, head_mask, heads_axis=2):
     if len(head_mask.shape) == 2:
         shape[0] = -1
     return x * ops.reshape(ops.cast(head_mask, x.dtype), shape)
+
+
+def with_causal_mask(mask, query_length, key_length):
+    """`mask` (bool, broadcastable to `(batch, heads, query, key)`, or None) and query `i` attending keys `j <= i`.
+
+    >>> ops.convert_to_numpy(with_causal_mask(None, 2, 3)).astype(int).tolist()
+    [[[[1, 0, 0], [1, 1, 0]]]]
+    """
+    causal = causal_mask(query_length, key_length)[:, None]
+    return causal if mask is None else ops.logical_and(mask, causal)
 
 
 def probabilities_spec(query, keys, num_heads, dtype):

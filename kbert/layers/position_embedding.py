@@ -2,7 +2,9 @@ import keras
 from keras import ops
 
 from kbert.arguments import positive_int
+from kbert.backend_utils import take_rows
 from kbert.input_checks import check_ids_in_range
+from kbert.layers.attention_mask import positions_from
 from kbert.layers.direct_call import DirectCall
 
 
@@ -51,13 +53,14 @@ class PositionEmbedding(DirectCall, keras.layers.Layer):
         length = inputs.shape[1]
         if positions is not None:
             check_ids_in_range(positions, self.max_positions, "Position id")
-            table = ops.cast(self.embeddings, self.compute_dtype)
-            return ops.take(table, positions, axis=0)
-        if isinstance(offset, int):
-            self._check_length(None if length is None else length + offset)
+            return ops.cast(take_rows(self.embeddings, positions), self.compute_dtype)
         shape = ops.shape(inputs)
         table = ops.convert_to_tensor(self.embeddings)
-        rows = ops.slice(table, (offset, 0), (shape[1], shape[2]))
+        if isinstance(offset, int):
+            self._check_length(None if length is None else length + offset)
+            rows = ops.slice(table, (offset, 0), (shape[1], shape[2]))
+        else:  # a gather: a sliced tensor start is read back to the host on PyTorch
+            rows = ops.take(table, positions_from(shape[1], offset), axis=0)
         return ops.broadcast_to(ops.cast(rows, self.compute_dtype)[None], shape)
 
     def _check_length(self, length):

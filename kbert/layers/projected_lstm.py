@@ -2,6 +2,7 @@ import keras
 from keras import ops
 
 from kbert.arguments import positive_int, positive_number
+from kbert.backend_utils import clip
 
 
 @keras.saving.register_keras_serializable(package="kbert")
@@ -95,10 +96,10 @@ class ProjectedLSTM(keras.layers.Layer):
         input_gate, forget_gate, candidate, output_gate = ops.split(gates, 4, axis=-1)
         cell = ops.sigmoid(input_gate) * ops.tanh(candidate) + ops.sigmoid(forget_gate) * previous_cell
         if self.cell_clip is not None:
-            cell = ops.clip(cell, -self.cell_clip, self.cell_clip)
+            cell = clip(cell, -self.cell_clip, self.cell_clip)
         output = ops.matmul(ops.sigmoid(output_gate) * ops.tanh(cell), ops.cast(self.projection_kernel, dtype))
         if self.projection_clip is not None:
-            output = ops.clip(output, -self.projection_clip, self.projection_clip)
+            output = clip(output, -self.projection_clip, self.projection_clip)
         kept_output = mask * output + (1 - mask) * previous_output
         kept_cell = mask * cell + (1 - mask) * previous_cell
         return (kept_output, kept_cell), (mask * output, kept_cell)

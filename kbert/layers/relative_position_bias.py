@@ -4,6 +4,7 @@ import keras
 from keras import ops
 
 from kbert.arguments import positive_int
+from kbert.layers.attention_mask import positions_from
 from kbert.layers.direct_call import DirectCall
 
 
@@ -108,7 +109,7 @@ class RelativePositionBias(DirectCall, keras.layers.Layer):
         key = query if key is None else key
         query_length = ops.shape(query)[1]
         key_length = ops.shape(key)[1]
-        query_positions = ops.arange(query_length, dtype="int32") + ops.cast(query_offset, "int32")
+        query_positions = positions_from(query_length, query_offset)
         key_positions = ops.arange(key_length, dtype="int32")
         buckets = self.bucket(key_positions[None, :] - query_positions[:, None])
         # Heads first before the lookup, so that the result is laid out as

@@ -1,7 +1,7 @@
 import keras
 from keras import ops
 
-from kbert.backend_utils import dense
+from kbert.backend_utils import dense, take_rows
 from kbert.input_checks import check_ids_in_range
 from kbert.layers.direct_call import DirectCall
 
@@ -30,6 +30,8 @@ class ReversibleEmbedding(DirectCall, keras.layers.Embedding):
         inputs: integer ids `(...)`, or hidden states `(..., output_dim)` with
             `reverse=True`.
         reverse: project hidden states back to logits `(..., input_dim)`.
+        scale: a Python factor on the looked-up rows (BART's `√d`), or on the
+            hidden states before the reverse projection (T5 v1.0's `d^-0.5`), or None.
 
     Example:
     >>> table = ReversibleEmbedding(100, 8)
@@ -45,21 +47,27 @@ class ReversibleEmbedding(DirectCall, keras.layers.Embedding):
                 f"(the table's output_dim); received shape {tuple(shape)}."
             )
 
-    def call(self, inputs, reverse=False):
+    def call(self, inputs, reverse=False, scale=None):
+        # `scale` is applied inside the layer as a Python number, which keeps the
+        # tensor's dtype; outside, a functional graph would replay it as a tensor
+        # made from host data at every call on PyTorch.
         if reverse:
             self._check_reverse_width(inputs.shape)
             table = ops.cast(self.embeddings, self.compute_dtype)
-            return dense(ops.cast(inputs, self.compute_dtype), table, None, kernel_transposed=True)
+            inputs = ops.cast(inputs, self.compute_dtype)
+            inputs = inputs if scale is None else inputs * scale
+            return dense(inputs, table, None, kernel_transposed=True)
         check_ids_in_range(inputs, self.input_dim, "Token id")
-        return super().call(inputs)
+        rows = ops.cast(take_rows(self.embeddings, inputs), self.compute_dtype)
+        return rows if scale is None else rows * scale
 
-    def compute_output_shape(self, input_shape, reverse=False):
+    def compute_output_shape(self, input_shape, reverse=False, scale=None):
         if reverse:
             self._check_reverse_width(input_shape)
             return tuple(input_shape[:-1]) + (self.input_dim,)
         return super().compute_output_shape(input_shape)
 
-    def compute_output_spec(self, inputs, reverse=False):
+    def compute_output_spec(self, inputs, reverse=False, scale=None):
         shape = self.compute_output_shape(inputs.shape, reverse=reverse)
         return keras.KerasTensor(shape, dtype=self.compute_dtype)
 

@@ -1,7 +1,6 @@
 """BART, the denoising encoder-decoder of Lewis et al. 2020."""
 
 import keras
-from keras import ops
 
 from kbert.arguments import positive_int, positive_number, probability
 from kbert.layers.language_model_head import LanguageModelHead
@@ -124,8 +123,11 @@ class BART(Backbone):
         )
 
         # === Functional graph ===
-        inputs = {name: keras.Input(shape=(None,), dtype="int32", name=name) for name in INPUT_NAMES}
+        inputs = {name: keras.Input(shape=(None,), dtype="int32", name=name,
+                                    optional=name in self.UNPADDED_MASKS) for name in INPUT_NAMES}
         super().__init__(inputs=inputs, outputs=self.run_layers(inputs), dtype=dtype, **kwargs)
+
+    UNPADDED_MASKS = ("encoder_padding_mask", "decoder_padding_mask")
 
     # --- Layers -----------------------------------------------------------------
 
@@ -164,13 +166,14 @@ class BART(Backbone):
             name=f"decoder_layer_{index}",
         )
 
-    def run_layers(self, inputs):
-        """The output dict of the layers on `inputs` (symbolic or real)."""
-        encoder_padding_mask = inputs["encoder_padding_mask"]
-        encoder_outputs = self._run_encoder(inputs["encoder_token_ids"], encoder_padding_mask, None)
+    def run_layers(self, inputs, training=None):
+        """The output dict of the layers on `inputs` (symbolic or real); a padding mask left out
+        or None pads nothing (the decoder's self-attention then takes its causal rule as a flag)."""
+        encoder_padding_mask = inputs.get("encoder_padding_mask")
+        encoder_outputs = self._run_encoder(inputs["encoder_token_ids"], encoder_padding_mask, training)
         decoder_outputs = self._run_decoder(
-            inputs["decoder_token_ids"], inputs["decoder_padding_mask"], encoder_outputs,
-            encoder_padding_mask, None,
+            inputs["decoder_token_ids"], inputs.get("decoder_padding_mask"), encoder_outputs,
+            encoder_padding_mask, training,
         )
         return {
             "encoder_sequence_output": encoder_outputs,
@@ -182,9 +185,7 @@ class BART(Backbone):
 
     def _embed(self, stack, token_ids, training, offset=0):
         """`Dropout(LN(scale·E[ids] + P[offset + 2 + i]))` of `stack` ("encoder" or "decoder")."""
-        x = self.token_embedding(token_ids)
-        if self.scale_embedding:
-            x = x * ops.cast(self.hidden_dim**0.5, x.dtype)
+        x = self.token_embedding(token_ids, scale=self.hidden_dim**0.5 if self.scale_embedding else None)
         positions = getattr(self, f"{stack}_position_embedding")
         x = x + positions(x, offset=offset + POSITION_OFFSET)
         x = getattr(self, f"{stack}_embedding_layer_norm")(x)

@@ -1,7 +1,7 @@
 import keras
 
 from kbert.arguments import head_counts, one_of, probability
-from kbert.input_checks import check_inputs, ids, mask
+from kbert.input_checks import ids, mask
 from kbert.layers.bigbird_attention import BigBirdAttention
 from kbert.layers.layer_normalization import LayerNormalization
 from kbert.layers.longformer_attention import LongformerAttention
@@ -66,6 +66,10 @@ class Encoder(Backbone):
             `kbert.analysis.prune_heads` leaves); every head keeps the width
             `hidden_dim // num_heads`. None: `num_heads` in every layer.
         dtype: dtype policy, e.g. `"mixed_bfloat16"`.
+
+    Left out (or None), `padding_mask` means nothing is padded: the layers
+    then run directly with no attention mask, which keeps PyTorch's flash
+    kernel eligible.
 
     Head mask: the input dict may carry a float `head_mask`, `(num_layers,
     num_heads)` or `(batch, num_layers, num_heads)` (or, with layers of
@@ -235,7 +239,7 @@ class Encoder(Backbone):
         inputs = {"token_ids": int_input("token_ids")}
         if self.num_segments > 0:
             inputs["segment_ids"] = int_input("segment_ids")
-        inputs["padding_mask"] = int_input("padding_mask")
+        inputs["padding_mask"] = int_input("padding_mask", optional=True)
         if self.takes_global_attention_mask:
             inputs["global_attention_mask"] = int_input("global_attention_mask", optional=True)
         return inputs
@@ -248,7 +252,7 @@ class Encoder(Backbone):
         entry `head_mask` of `inputs` scales each layer's heads (see the class).
         """
         inputs = self.fill_global_attention_mask(inputs)
-        padding_mask = inputs["padding_mask"]
+        padding_mask = inputs.get("padding_mask")
         x = self.embeddings(
             inputs["token_ids"], segment_ids=inputs.get("segment_ids"), padding_mask=padding_mask,
             training=training,
@@ -292,19 +296,18 @@ class Encoder(Backbone):
 
     # --- Calls ------------------------------------------------------------------
 
+    UNPADDED_MASKS = ("padding_mask",)
+
+    def runs_layers(self, inputs):
+        """Whether a call runs the layers directly: with a `head_mask`, or nothing padded (see `Backbone`)."""
+        head_mask = isinstance(inputs, dict) and inputs.get("head_mask") is not None
+        return head_mask or super().runs_layers(inputs)
+
     def __call__(self, inputs, *args, **kwargs):
-        inputs = self.fill_global_attention_mask(inputs)
-        if isinstance(inputs, dict) and inputs.get("head_mask") is not None:
-            check_inputs(self, inputs)
-            training = kwargs.get("training", args[0] if args else None)
-            return self.run_layers(inputs, training=training)
-        return super().__call__(inputs, *args, **kwargs)
+        return super().__call__(self.fill_global_attention_mask(inputs), *args, **kwargs)
 
     def call(self, inputs, training=None, mask=None, **kwargs):
-        # `fit`, `evaluate` and `predict` on JAX reach `call` without `__call__`.
         inputs = self.fill_global_attention_mask(inputs)
-        if isinstance(inputs, dict) and inputs.get("head_mask") is not None:
-            return self.run_layers(inputs, training=training)
         return super().call(inputs, training=training, mask=mask, **kwargs)
 
     def fill_global_attention_mask(self, inputs):

@@ -23,8 +23,11 @@ def position_ids(padding_mask):
     >>> ops.convert_to_numpy(position_ids(ops.convert_to_tensor([[0, 0, 1, 1]]))).tolist()
     [[0, 0, 0, 1]]
     """
-    positions = ops.cumsum(ops.cast(padding_mask, "int32"), axis=1) - 1
-    return ops.maximum(positions, ops.zeros_like(positions))  # no 0 from the host on eager PyTorch
+    # `ones_like` and `zeros_like`, not 1 and 0: a functional graph replays a
+    # Python number as a tensor made from host data at every call on PyTorch.
+    mask = ops.cast(padding_mask, "int32")
+    positions = ops.cumsum(mask, axis=1) - ops.ones_like(mask)
+    return ops.maximum(positions, ops.zeros_like(positions))
 
 
 @keras.saving.register_keras_serializable(package="kbert")
@@ -41,7 +44,8 @@ class GPT2(Backbone):
     N(0, 0.02 / sqrt(2 * num_layers)).
 
     A functional `keras.Model` with dict inputs `token_ids` and
-    `padding_mask` `(batch, length)` and dict outputs `sequence_output` (after
+    `padding_mask` `(batch, length)` (left out or None: nothing is padded, and
+    attention takes the causal rule as a flag to the fused kernel) and dict outputs `sequence_output` (after
     `ln_f`) and `logits` `(batch, length, vocabulary_size)`. It owns no loss:
     `kbert.tasks.CausalLM` trains it and generates with it through
     `kbert.generation.CausalLMGenerator`, which uses `attention_caches`,
@@ -98,11 +102,16 @@ class GPT2(Backbone):
         self.pad_id = self.end_id
         self._create_layers(dtype)
         inputs = {
-            name: keras.Input(shape=(None,), dtype="int32", name=name)
-            for name in ("token_ids", "padding_mask")
+            name: keras.Input(shape=(None,), dtype="int32", name=name, optional=optional)
+            for name, optional in (("token_ids", False), ("padding_mask", True))
         }
-        outputs = self._forward(inputs["token_ids"], inputs["padding_mask"])
-        super().__init__(inputs=inputs, outputs=outputs, dtype=dtype, **kwargs)
+        super().__init__(inputs=inputs, outputs=self.run_layers(inputs), dtype=dtype, **kwargs)
+
+    UNPADDED_MASKS = ("padding_mask",)
+
+    def run_layers(self, inputs, training=None):
+        """The output dict on `inputs` (symbolic or real); a `padding_mask` left out or None pads nothing."""
+        return self._forward(inputs["token_ids"], inputs.get("padding_mask"), training)
 
     # --- Layers -----------------------------------------------------------------
 
@@ -147,9 +156,11 @@ class GPT2(Backbone):
         return sequence_output, self.token_embedding(sequence_output, reverse=True)
 
     def _forward(self, token_ids, padding_mask, training=None):
-        """The output dict on whole sequences (no cache)."""
-        x = self._embed(token_ids, position_ids(padding_mask), training)
-        attention_mask = causal_padding_mask(padding_mask)
+        """The output dict on whole sequences (no cache); a `padding_mask` of None pads nothing."""
+        unpadded = padding_mask is None
+        x = self._embed(token_ids, None if unpadded else position_ids(padding_mask), training)
+        # Nothing padded: the blocks' own causal rule, a flag to the fused kernel.
+        attention_mask = None if unpadded else causal_padding_mask(padding_mask)
         for block in self.transformer_layers:
             x = block(x, attention_mask=attention_mask, training=training)
         sequence_output, logits = self._head(x)
@@ -174,7 +185,8 @@ class GPT2(Backbone):
             token_ids: `(batch, length)`, the tokens at buffer positions
                 `index .. index + length - 1`.
             padding_mask: `(batch, max_length)` over the whole buffer the
-                caches cover (future positions may be anything).
+                caches cover (future positions may be anything), or None
+                when nothing is padded.
             caches: from `attention_caches` (or the previous call).
             index: scalar int, the buffer position of the first token.
             cache_write: `"functional"`, or `"in_place"` for a loop that never
@@ -191,9 +203,12 @@ class GPT2(Backbone):
         length = ops.shape(token_ids)[1]
         # A gather rather than `ops.slice`, which costs 75 µs a call on eager PyTorch.
         columns = ops.arange(length, dtype="int32") + ops.cast(index, "int32")
-        positions = ops.take(position_ids(padding_mask), columns, axis=1)
+        if padding_mask is None:  # nothing padded: the blocks' causal rule (a flag at index 0)
+            positions, attention_mask = columns[None, :], None
+        else:
+            positions = ops.take(position_ids(padding_mask), columns, axis=1)
+            attention_mask = causal_padding_mask(padding_mask, length, offset=index)
         x = self._embed(token_ids, positions, training=False)
-        attention_mask = causal_padding_mask(padding_mask, length, offset=index)
         updated = []
         for block, cache in zip(self.transformer_layers, caches):
             x, cache = block(

@@ -380,9 +380,10 @@ class T5(Backbone):
     def _logits(self, sequence_output):
         if self.lm_head is not None:
             return self.lm_head(sequence_output)
-        # v1.0 ties the output projection to the embeddings and rescales by d^-0.5.
-        scaled = sequence_output * self.hidden_dim**-0.5  # a Python factor keeps the tensor's dtype
-        return self.token_embedding(scaled, reverse=True)
+        # v1.0 ties the output projection to the embeddings and rescales by d^-0.5
+        # (inside the layer: a functional graph replays a Python factor as a tensor
+        # made from host data at every call on PyTorch).
+        return self.token_embedding(sequence_output, reverse=True, scale=self.hidden_dim**-0.5)
 
     # --- Pieces for generation ------------------------------------------------
 

@@ -30,7 +30,7 @@ def _scatter_into(sequence, positions, values, keep):
     hits = hits * ops.cast(keep, "int32")[:, :, None]  # (batch, predictions, sequence)
     first = ops.argmax(hits, axis=1)  # (batch, sequence)
     written = ops.take_along_axis(ops.cast(values, sequence.dtype), first, axis=1)
-    return ops.where(ops.max(hits, axis=1) > 0, written, sequence)
+    return ops.where(ops.amax(hits, axis=1) > 0, written, sequence)  # amax: compiles on PyTorch
 
 
 @keras.saving.register_keras_serializable(package="kbert")

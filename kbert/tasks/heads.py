@@ -108,8 +108,8 @@ def labelled(labels):
     ([2, 0, 0], [1.0, 0.0, 1.0])
     """
     labels = ops.convert_to_tensor(labels)
-    kept = ops.greater_equal(labels, 0)
-    return ops.where(kept, labels, 0), ops.cast(kept, "float32")
+    kept = labels >= 0  # operators: no tensor of a Python 0 from host data on PyTorch
+    return labels * ops.cast(kept, labels.dtype), ops.cast(kept, "float32")
 
 
 def task_targets(y, keys, owner, sample_weight=None):

@@ -3,6 +3,7 @@
 import keras
 from keras import ops
 
+from kbert.backend_utils import clip
 from kbert.backend_utils import scale_loss_for_replicas
 from kbert.text.text_checks import check_texts
 from kbert.input_checks import ids
@@ -63,10 +64,12 @@ class Seq2SeqLM(GeneratingTask):
             )
         logits = ops.cast(y_pred, "float32")
         losses = keras.losses.sparse_categorical_crossentropy(y, logits, from_logits=True)
-        weights = ops.cast(ops.not_equal(y, self.backbone.pad_id), "float32")
+        # Operators, not `ops.not_equal(y, 0)`: Keras makes a tensor of a Python
+        # number from host data at every call on PyTorch.
+        weights = ops.cast(y != self.backbone.pad_id, "float32")
         if sample_weight is not None:
             weights = weights * ops.cast(ops.reshape(sample_weight, (-1, 1)), "float32")
-        loss = ops.sum(losses * weights) / ops.maximum(ops.sum(weights), 1.0)
+        loss = ops.sum(losses * weights) / clip(ops.sum(weights), 1.0, float("inf"))
         return scale_loss_for_replicas(loss)
 
     def _generate_text(self, sources, max_new_tokens, strategy, options):

@@ -50,7 +50,7 @@ class AdamW(keras.optimizers.AdamW):
         if keras.backend.backend() != "torch" or _compiling():
             return super()._backend_update_step(grads, trainable_variables, learning_rate)
         momentums, velocities = self._slots(trainable_variables)
-        step = ops.cast(self.iterations + 1, "float32")
+        step = ops.cast(self.iterations, "float32") + 1.0  # no host tensor for the 1
         torch_fused_adam(
             [variable.value for variable in trainable_variables],
             [ops.cast(g, v.dtype) for g, v in zip(grads, trainable_variables)],

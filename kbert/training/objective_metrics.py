@@ -37,7 +37,9 @@ def track_objective(model, objective, loss, labels=None, predictions=None, sampl
     >>> float(model.pair_loss_tracker.result()), float(model.pair_accuracy.result())
     (0.5, 0.5)
     """
-    getattr(model, f"{objective}_loss_tracker").update_state(loss)
+    # A weight of ones, as a tensor: without one, Keras' `Mean` counts the scalar
+    # as `ops.cast(1, ...)`, a tensor made from host data at every step on PyTorch.
+    getattr(model, f"{objective}_loss_tracker").update_state(loss, sample_weight=keras.ops.ones_like(loss))
     if labels is not None:
         getattr(model, f"{objective}_accuracy").update_state(
             labels, predictions, sample_weight=sample_weight

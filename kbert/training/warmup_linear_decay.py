@@ -3,6 +3,8 @@
 import keras
 from keras import ops
 
+from kbert.backend_utils import clip
+
 
 @keras.saving.register_keras_serializable(package="kbert")
 class WarmupLinearDecay(keras.optimizers.schedules.LearningRateSchedule):
@@ -49,7 +51,7 @@ class WarmupLinearDecay(keras.optimizers.schedules.LearningRateSchedule):
         peak, end = self.peak_learning_rate, self.end_learning_rate
         warmup = peak * step / max(self.warmup_steps, 1)
         progress = (step - self.warmup_steps) / max(self.total_steps - self.warmup_steps, 1)
-        decay = end + (peak - end) * (1.0 - ops.clip(progress, 0.0, 1.0))
+        decay = end + (peak - end) * (1.0 - clip(progress, 0.0, 1.0))
         return ops.where(step < self.warmup_steps, warmup, decay)
 
     def get_config(self):
