@@ -201,7 +201,7 @@ class DistributedTraining:
 
             return tf.nest.map_structure(own, batch if len(batch) > 1 else batch[0])
 
-        return dataset.map(rows, deterministic=True)
+        return dataset.map(rows)
 
     def check_last_batch(self, examples):
         """Refuse `examples` whose last partial batch the replicas cannot split evenly."""
