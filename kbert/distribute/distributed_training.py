@@ -3,6 +3,8 @@
 import contextlib
 import json
 import os
+import re
+import sys
 
 import keras
 
@@ -15,6 +17,9 @@ KERAS_VARIABLES = ("KERAS_DISTRIBUTION_JOB_ADDRESSES", "KERAS_DISTRIBUTION_NUM_P
 # How long a process waits for the others at a collective before it stops (a lost process).
 DEFAULT_TIMEOUT_SECONDS = 60
 MULTI_WORKER_ISSUE = "https://github.com/keras-team/keras/issues/20585"
+# How a collective fails when its peer process is gone (gloo's and NCCL's words).
+_LOST_PEER = re.compile(r"gloo|nccl|connection (reset|closed|refused)|peer|socket|heartbeat", re.IGNORECASE)
+LOST_PROCESS_STATUS = 3
 
 
 def _keras_processes():
@@ -167,16 +172,37 @@ class DistributedTraining:
 
     @contextlib.contextmanager
     def scope(self, model_or_name):
-        """Build, compile and train under this: the JAX distribution or the TensorFlow strategy."""
+        """Build, compile and train under this: the JAX distribution or the TensorFlow strategy.
+
+        A collective that fails because another process is gone ends this
+        process (`LOST_PROCESS_STATUS`) with one line naming the lost process.
+        """
         distribution = self.distribution(model_or_name)
         if distribution is not None:
-            with distribution.scope():
-                yield
+            context = distribution.scope()
         elif self.strategy is not None and self.mode != "none":
-            with self.strategy.scope():
-                yield
+            context = self.strategy.scope()
         else:
+            context = contextlib.nullcontext()
+        with context, self._lost_processes_stop():
             yield
+
+    @contextlib.contextmanager
+    def _lost_processes_stop(self):
+        try:
+            yield
+        except (ValueError, FloatingPointError, KeyboardInterrupt):
+            raise
+        except Exception as error:
+            if self.processes == 1 or not _LOST_PEER.search(str(error)):
+                raise
+            lost = f"process {1 - self.process_index}" if self.processes == 2 else "another process"
+            reason = str(error).strip().splitlines()[0][:200]
+            print(f"\nkbert: lost {lost} of {self.processes} (this is process {self.process_index}): {reason}; "
+                  "rerun the same command on every process to resume from the last checkpoint.", file=sys.stderr)
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os._exit(LOST_PROCESS_STATUS)  # a normal exit would wait for the lost process at shutdown
 
     def distributed_copy(self, backbone):
         """`backbone` rebuilt under `scope` (its variables laid out for the devices), with its weights."""
