@@ -19,6 +19,8 @@ relative positions, the character CNN):
 | finetune_<task>               | encoders: classify regress tag qa choice;  |                                                 |
 |                               | t5: text; gpt2, bart, elmo refused         |                                                 |
 | generate                      | t5, gpt2, bart (elsewhere)                 | encoders, elmo: no decoder                      |
+| pretrain_distribute_<mode>    | bert: data, model (elsewhere)              | one family stands for the encoders              |
+| finetune_distribute_<mode>    | bert: data; t5: model (elsewhere)          |                                                 |
 | example_<script>              | the families each script runs              |                                                 |
 
 `ELSEWHERE` names, for each pair an existing test covers exactly, that test
@@ -109,6 +111,7 @@ EXAMPLES = {
 _CONVERTERS = "tests/checkpoints/test_bert_converter.py::test_outputs_match_transformers"
 _LONG_DOCUMENTS = "tests/checkpoints/test_long_document_converter.py"
 _FINETUNING = "tests/jobs/test_finetuning_run.py::test_every_task_fine_tunes_scores_and_saves"
+_DISTRIBUTED = "tests/jobs/test_distributed_runs.py"
 # (family, door) -> the test that covers it exactly.
 ELSEWHERE = {
     **{(family, "from_huggingface"): _CONVERTERS for family in ("bert", "roberta", "albert", "electra",
@@ -133,6 +136,10 @@ ELSEWHERE = {
     **{("bert", f"finetune_{task}"): _FINETUNING for task in ("regress", "tag", "qa", "choice")},
     ("t5", "finetune_text"):
         "tests/jobs/test_finetuning_run.py::test_t5_learns_text_to_text_and_is_scored_on_what_it_generates",
+    ("bert", "pretrain_distribute_data"): f"{_DISTRIBUTED}::test_two_jax_processes_pretrain_as_one",
+    ("bert", "pretrain_distribute_model"): f"{_DISTRIBUTED}::test_two_jax_devices_pretrain_as_one",
+    ("bert", "finetune_distribute_data"): f"{_DISTRIBUTED}::test_two_jax_devices_finetune_as_one",
+    ("t5", "finetune_distribute_model"): f"{_DISTRIBUTED}::test_two_jax_devices_finetune_as_one",
 }
 
 
@@ -149,6 +156,8 @@ def _pairs():
     pairs += [(family, f"finetune_{task}") for family in ENCODERS for task in ENCODER_TASKS]
     pairs += [("t5", "finetune_text"), *((family, f"finetune_{task}") for family, task in REFUSED_FINETUNING.items())]
     pairs += [(family, "generate") for family in ("t5", "gpt2", "bart")]
+    pairs += [("bert", "pretrain_distribute_data"), ("bert", "pretrain_distribute_model"),
+              ("bert", "finetune_distribute_data"), ("t5", "finetune_distribute_model")]
     pairs += [("+".join(families), f"example_{script}") for script, (families, _) in EXAMPLES.items()]
     return pairs
 

@@ -131,6 +131,7 @@ def finetune(task, backbone, tokenizer, train_examples, validation_examples, out
     spec = finetuning_catalog.TASKS[task]
     distributed = distributed or DistributedTraining(batch_size=batch_size)
     log = distributed.log(log)
+    backbone = distributed.distributed_copy(backbone)  # before the seed: its initializers draw numbers
     set_random_seed(seed)
     data = dict(tokenizer=tokenizer, sequence_length=sequence_length, batch_size=batch_size)
     train = finetuning_catalog.one_segment(backbone, spec.dataset(train_examples, training=True, seed=seed, **data))
@@ -139,7 +140,6 @@ def finetune(task, backbone, tokenizer, train_examples, validation_examples, out
     arguments = dict(task=task, **(run_arguments or {}), epochs=epochs, batch_size=batch_size,
                      learning_rate=learning_rate, sequence_length=sequence_length, seed=seed,
                      features=features, backend=keras.backend.backend())
-    backbone = distributed.distributed_copy(backbone)
     with distributed.scope(backbone):
         model = spec.model(backbone, train_examples, features)  # before the run's folder: bad features stop here
     run = distributed.chief_first(lambda writes: ResumableRun(
