@@ -90,7 +90,7 @@ class DistributedTraining:
         self.model_parallel = int(model_parallel)
         self.processes, self.process_index, self.strategy = 1, 0, None
         self._join(timeout_seconds)
-        devices = self._device_count()
+        devices = self._device_count(mode)
         default = "model" if self.model_parallel > 1 else "data" if devices > 1 or self.processes > 1 else "none"
         self.mode = mode or default
         self._check_mode(devices)
@@ -124,7 +124,7 @@ class DistributedTraining:
             raise ValueError(f"KERAS_DISTRIBUTION_* joins JAX processes; this is {self.backend} (for PyTorch, "
                              "start the processes with torchrun).")
 
-    def _device_count(self):
+    def _device_count(self, mode):
         if self.backend == "jax":
             return len(keras.distribution.list_devices())
         if self.backend == "tensorflow":
@@ -132,6 +132,8 @@ class DistributedTraining:
                 raise ValueError(f"Several TensorFlow workers (TF_CONFIG): Keras 3 cannot fit under "
                                  f"MultiWorkerMirroredStrategy ({MULTI_WORKER_ISSUE}); run several hosts "
                                  "with KERAS_BACKEND=jax (KERAS_DISTRIBUTION_*) or torch (torchrun).")
+            if mode == "none":  # no strategy: no TPU system or GPUs set up
+                return 1
             self.strategy = default_strategy()
             return self.strategy.num_replicas_in_sync
         return self.processes  # PyTorch: one device per process
@@ -158,8 +160,9 @@ class DistributedTraining:
 
     @property
     def jit_compile(self):
-        """`model.compile`'s `jit_compile`: what works under the TensorFlow strategy, else Keras' "auto"."""
-        return jit_compile_for(self.strategy) if self.strategy is not None else "auto"
+        """`model.compile`'s `jit_compile`: what works under a multi-device TensorFlow strategy, else Keras' "auto"."""
+        several = self.strategy is not None and self.mode != "none" and self.replicas > 1
+        return jit_compile_for(self.strategy) if several else "auto"
 
     def distribution(self, model_or_name):
         """The JAX `keras.distribution.Distribution` for `model_or_name` (a preset name or a built model), or None."""

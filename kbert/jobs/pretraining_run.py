@@ -222,7 +222,7 @@ def run_pretraining(
     record = OBJECTIVES[objective]
     require_packages(record.packages, f"--objective {objective}")
     distributed = DistributedTraining(distribute, model_parallel, batch_size)
-    chief, log = distributed.chief, distributed.log(log)
+    log = distributed.log(log)
     arguments = dict(corpus=_corpus_record(corpus) if corpus else None, model=model,
                      objective=objective, steps=steps, batch_size=batch_size, sequence_length=sequence_length,
                      vocabulary_size=vocabulary_size, learning_rate=learning_rate, seed=seed,
@@ -241,21 +241,17 @@ def run_pretraining(
         log(f"Pretraining {model} ({backbone.count_params():,} parameters) with {objective} for {steps} steps "
             f"of {batch_size} x {sequence_length} on {keras.backend.backend()}, {distributed.describe()} ...")
         run.fit(pretrainer, distributed.shard(train), min(STEPS_PER_EPOCH, steps), callbacks,
-                prepare=distributed.prepare, verbose=(1 if log is print else 2) if chief else 0)
+                prepare=distributed.prepare, verbose=(1 if log is print else 2) if distributed.chief else 0)
     distributed.localize(pretrainer)
 
     metrics = {
-        "backend": keras.backend.backend(),
-        "model": model,
-        "objective": objective,
-        "steps": steps,
-        "batch_size": batch_size,
-        "sequence_length": sequence_length,
+        "backend": keras.backend.backend(), "model": model, "objective": objective, "steps": steps,
+        "batch_size": batch_size, "sequence_length": sequence_length,
         "vocabulary_size": record.vocabulary.size(vocabulary),
         **record.report.evaluate(pretrainer, held_out, train_documents, vocabulary, log),
         "wall_time_seconds": round(run.elapsed_seconds(), 1),
     }
-    if chief:
+    if distributed.chief:
         save_run(run, pretrainer, metrics, record.report.title(metrics), record.outputs, log)
     record.report.demo(pretrainer, vocabulary, held_out_documents, held_out, sequence_length,
                        random.Random(seed), log)
