@@ -139,6 +139,55 @@ def scale_loss_for_replicas(loss):
     return loss / replicas
 
 
+def replica_total(value):
+    """`(Σ value over the replicas that train in sync, their count)`; `(value, 1)` on one replica.
+
+    For a loss averaged over a data-dependent count (masked tokens): each
+    replica sees its shard of the global batch, and the engine averages (or
+    sums, after `scale_loss_for_replicas`) their gradients, so a replica
+    must divide its own sum by the global count, times the replicas, for the
+    result to be the global batch's mean. A `tf.distribute` replica context
+    (TensorFlow) and `torch.distributed` (PyTorch, every process calling)
+    sum here; JAX computes one global program (`keras.distribution`), so its
+    sums are global already.
+
+    >>> replica_total(np.float32(3.0))
+    (np.float32(3.0), 1)
+    """
+    import keras
+
+    backend = keras.backend.backend()
+    if backend == "tensorflow":
+        tf = quiet_import("tensorflow")
+        context = tf.distribute.get_replica_context()
+        if context is not None and context.num_replicas_in_sync > 1:
+            return context.all_reduce("sum", value), context.num_replicas_in_sync
+    elif backend == "torch":
+        import torch.distributed as dist
+
+        if dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1:
+            total = value.detach().clone()
+            dist.all_reduce(total)
+            return total, dist.get_world_size()
+    return value, 1
+
+
+def host_numpy(value):
+    """A tensor or variable's value as NumPy, a JAX array replicated over several processes included.
+
+    >>> host_numpy(np.ones(2, "float32"))
+    array([1., 1.], dtype=float32)
+    """
+    import keras
+
+    value = getattr(value, "value", value)
+    if hasattr(value, "is_fully_addressable") and not value.is_fully_addressable:
+        if not value.is_fully_replicated:
+            raise ValueError("A variable sharded over several processes cannot be read on one.")
+        value = value.addressable_data(0)
+    return keras.ops.convert_to_numpy(value)
+
+
 def fused_attention_supports(dtype):
     """Whether `keras.ops.dot_product_attention` compiles for inputs of `dtype` here.
 

@@ -20,8 +20,10 @@ it on one sentence (see `kbert.jobs.tour`).
 `KERAS_BACKEND` set when needed). `pretrain` and `finetune` save a checkpoint
 every `--save-every` steps and on Ctrl-C or SIGTERM: rerunning the same command
 resumes at the exact step; other arguments into the same `--output` are refused
-unless `--overwrite`. Bad input, and a NaN loss, end with a one-line error and
-exit status 2.
+unless `--overwrite`. `--distribute` trains them over several devices and
+processes (`kbert.distribute.DistributedTraining`): `torchrun --nproc-per-node
+N -m kbert pretrain ...` on PyTorch, `KERAS_DISTRIBUTION_*` on JAX. Bad input,
+and a NaN loss, end with a one-line error and exit status 2.
 """
 
 import argparse
@@ -78,6 +80,7 @@ def _parser():
     pretrain.add_argument("--output", default="runs/pretrain",
                           help="folder for the model, vocabulary, metrics and the resume checkpoint")
     _resume_arguments(pretrain)
+    _distribute_arguments(pretrain)
     pretrain.add_argument("--backend", choices=BACKENDS, help="Keras backend for this run")
     _finetune_parser(commands)
     _predict_parser(commands)
@@ -131,10 +134,21 @@ def _finetune_parser(commands):
     finetune.add_argument("--output", default="runs/finetune",
                           help="folder for metrics.json, predictions.jsonl, model.keras and the resume checkpoint")
     _resume_arguments(finetune)
+    _distribute_arguments(finetune)
     finetune.add_argument("--pretrained",
                           help="with no data arguments: the folder `kbert pretrain` wrote "
                                "(default runs/pretrain)")
     finetune.add_argument("--backend", choices=BACKENDS, help="Keras backend for this run")
+
+
+def _distribute_arguments(command):
+    command.add_argument("--distribute", choices=("none", "data", "model"),
+                         help="none: one device; data: data-parallel over every device and process (the default "
+                              "when there are several: JAX devices or KERAS_DISTRIBUTION_* processes, torchrun "
+                              "processes, TensorFlow GPUs); model: Megatron model-parallel (JAX); --batch-size "
+                              "is the global batch")
+    command.add_argument("--model-parallel", type=int, default=1, metavar="N",
+                         help="with --distribute model: devices each model is split over (default 1)")
 
 
 def _resume_arguments(command):
@@ -146,8 +160,8 @@ def _resume_arguments(command):
 
 
 def _resume_options(args):
-    """`--save-every` when given (the run's own default otherwise) and `--overwrite`."""
-    options = {"overwrite": args.overwrite}
+    """`--save-every` when given (else the run's own default), `--overwrite`, `--distribute`, `--model-parallel`."""
+    options = {"overwrite": args.overwrite, "distribute": args.distribute, "model_parallel": args.model_parallel}
     if args.save_every is not None:
         options["save_every"] = args.save_every
     return options

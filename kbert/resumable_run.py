@@ -25,6 +25,8 @@ import time
 import keras
 import numpy as np
 
+from kbert.backend_utils import host_numpy
+
 RUN_FILE = "run.json"
 CHECKPOINT_FILE = "checkpoint.npz"
 DEFAULT_SAVE_EVERY = 50
@@ -106,6 +108,8 @@ class ResumableRun(keras.callbacks.Callback):
         save_every: steps between checkpoints.
         overwrite: start afresh even if `output` holds another run.
         log: prints progress lines.
+        chief: whether this process writes (`run.json`, checkpoints); the
+            other processes of a distributed run only read, after it.
 
     Example:
 
@@ -121,14 +125,16 @@ class ResumableRun(keras.callbacks.Callback):
     """
 
     def __init__(self, output, arguments, total_steps, outputs=(), save_every=DEFAULT_SAVE_EVERY,
-                 overwrite=False, log=print):
+                 overwrite=False, log=print, chief=True):
         super().__init__()
         if int(total_steps) < 1 or int(save_every) < 1:
             raise ValueError(f"total_steps and save_every must be positive (received {total_steps}, {save_every}).")
         self.output, self.total_steps, self.save_every = output, int(total_steps), int(save_every)
         self.arguments = json.loads(json.dumps(arguments))
         self.log = log or (lambda line: None)
-        self._check_folder()
+        self.chief = chief
+        if chief:
+            self._check_folder()
         self._check_arguments(outputs, overwrite)
         self.step, self._elapsed, self.losses = self._saved_state()
         self._epoch_mean = 0.0
@@ -153,7 +159,7 @@ class ResumableRun(keras.callbacks.Callback):
         """Refuse a folder whose files come from a run with other arguments, or remove them (`overwrite`)."""
         run_file = os.path.join(self.output, RUN_FILE)
         kept = [name for name in (CHECKPOINT_FILE, *outputs) if os.path.exists(os.path.join(self.output, name))]
-        if overwrite:
+        if overwrite and self.chief:
             for path in (os.path.join(self.output, name) for name in (RUN_FILE, *kept)):
                 if os.path.isdir(path):
                     shutil.rmtree(path)
@@ -171,6 +177,8 @@ class ResumableRun(keras.callbacks.Callback):
             if differing:
                 raise ValueError(f"--output {self.output} holds a run with other arguments: {', '.join(differing)}; "
                                  "pass --overwrite to start afresh, or choose another --output.")
+        if not self.chief:
+            return
         record = json.dumps({"arguments": self.arguments}, indent=2).encode()
         _write_atomically(run_file, lambda f: f.write(record))
 
@@ -186,16 +194,19 @@ class ResumableRun(keras.callbacks.Callback):
         """Wall time of the whole run so far, the earlier parts of a resumed run included."""
         return self._elapsed + time.time() - self._start
 
-    def fit(self, model, dataset, steps_per_epoch, callbacks=(), **options):
+    def fit(self, model, dataset, steps_per_epoch, callbacks=(), prepare=None, **options):
         """`model.fit` on `dataset` (a repeating `tf.data` stream, the same on every rerun) from `step`.
 
         Epochs are `steps_per_epoch` steps; the batches before `step` are
-        skipped. `options` go to `fit` (e.g. `verbose`).
+        skipped. `prepare(model)`, if given, runs once the model is built,
+        before it trains. `options` go to `fit` (e.g. `verbose`).
         """
         epochs = math.ceil(self.total_steps / steps_per_epoch)
         # Build the model, its loss and metrics first (`epochs=0`), so that the `fit` below opens one
         # iterator only: a seeded shuffle draws its next order per iterator it opens.
         model.fit(dataset, epochs=0, steps_per_epoch=1, shuffle=False, verbose=0)
+        if prepare is not None:
+            prepare(model)
         if self.step:
             self.log(f"Resuming from the checkpoint at step {self.step} of {self.total_steps}.")
         with self._signals_caught():
@@ -205,7 +216,7 @@ class ResumableRun(keras.callbacks.Callback):
 
     def finish(self):
         """Remove the checkpoint: the run is complete (its arguments stay recorded)."""
-        if os.path.exists(self.checkpoint_path):
+        if self.chief and os.path.exists(self.checkpoint_path):
             os.remove(self.checkpoint_path)
 
     def _variables(self):
@@ -216,7 +227,8 @@ class ResumableRun(keras.callbacks.Callback):
         if not optimizer.built:  # TensorFlow builds it at the first step
             optimizer.build(self.model.trainable_variables)
         variables = self._variables()
-        _probe(self.output, 4 * sum(int(np.prod(v.shape)) for v in variables))  # a checkpoint's size
+        if self.chief:
+            _probe(self.output, 4 * sum(int(np.prod(v.shape)) for v in variables))  # a checkpoint's size
         if not self.step:
             return
         with np.load(self.checkpoint_path) as saved:
@@ -239,7 +251,7 @@ class ResumableRun(keras.callbacks.Callback):
         self._record_loss(batch, (logs or {}).get("loss"))
         if self.step >= self.total_steps:
             self.model.stop_training = True
-        elif self.step % self.save_every == 0 or self._signal:
+        elif self.chief and (self.step % self.save_every == 0 or self._signal):
             self._save()
         if self._signal:
             self._stop_for_signal()
@@ -260,7 +272,7 @@ class ResumableRun(keras.callbacks.Callback):
         self._epoch_mean = epoch_mean
 
     def _save(self):
-        arrays = {f"v{i}": keras.ops.convert_to_numpy(v) for i, v in enumerate(self._variables())}
+        arrays = {f"v{i}": host_numpy(v) for i, v in enumerate(self._variables())}
         arrays["framework_random_state"] = _framework_random_state()
         state = {"step": self.step, "elapsed_seconds": self.elapsed_seconds(), "losses": self.losses}
         arrays["state"] = np.array(json.dumps(state))

@@ -27,6 +27,8 @@ relative positions, the character CNN):
 |                               | TensorFlow, onnx on PyTorch but refused    |                                                 |
 |                               | for bigbird, longformer; both refused on   |                                                 |
 |                               | JAX); t5, gpt2, bart refused               |                                                 |
+| pretrain_distribute_<mode>    | bert: data, model (elsewhere)              | one family stands for the encoders              |
+| finetune_distribute_<mode>    | bert: data; t5: model (elsewhere)          |                                                 |
 | example_<script>              | the families each script runs              |                                                 |
 
 `ELSEWHERE` names, for each pair an existing test covers exactly, that test
@@ -122,6 +124,7 @@ EXAMPLES = {
 _CONVERTERS = "tests/checkpoints/test_bert_converter.py::test_outputs_match_transformers"
 _LONG_DOCUMENTS = "tests/checkpoints/test_long_document_converter.py"
 _FINETUNING = "tests/jobs/test_finetuning_run.py::test_every_task_fine_tunes_scores_and_saves"
+_DISTRIBUTED = "tests/jobs/test_distributed_runs.py"
 # (family, door) -> the test that covers it exactly.
 ELSEWHERE = {
     **{(family, "from_huggingface"): _CONVERTERS for family in ("bert", "roberta", "albert", "electra",
@@ -150,6 +153,10 @@ ELSEWHERE = {
         "tests/jobs/test_finetuning_run.py::test_t5_learns_text_to_text_and_is_scored_on_what_it_generates",
     **{(family, "predict"): "tests/jobs/test_predict_run.py::test_a_hugging_face_generator_writes_text"
        for family in ("t5", "gpt2", "bart")},
+    ("bert", "pretrain_distribute_data"): f"{_DISTRIBUTED}::test_two_jax_processes_pretrain_as_one",
+    ("bert", "pretrain_distribute_model"): f"{_DISTRIBUTED}::test_two_jax_devices_pretrain_as_one",
+    ("bert", "finetune_distribute_data"): f"{_DISTRIBUTED}::test_two_jax_devices_finetune_as_one",
+    ("t5", "finetune_distribute_model"): f"{_DISTRIBUTED}::test_two_jax_devices_finetune_as_one",
 }
 GENERATORS = {"t5": "Seq2SeqLM", "gpt2": "CausalLM", "bart": "Seq2SeqLM"}
 EXPORTS = {"tensorflow": "saved_model", "torch": "onnx"}  # the format each backend produces
@@ -171,6 +178,8 @@ def _pairs():
                                          for task in tasks)]
     pairs += [(family, "generate") for family in ("t5", "gpt2", "bart", "xlnet")]
     pairs += [(family, door) for door in ("predict", "export") for family in (*ENCODERS, *GENERATORS)]
+    pairs += [("bert", "pretrain_distribute_data"), ("bert", "pretrain_distribute_model"),
+              ("bert", "finetune_distribute_data"), ("t5", "finetune_distribute_model")]
     pairs += [("+".join(families), f"example_{script}") for script, (families, _) in EXAMPLES.items()]
     return pairs
 

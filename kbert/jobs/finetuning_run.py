@@ -37,6 +37,7 @@ import os
 import keras
 
 from kbert.backend_utils import set_random_seed
+from kbert.distribute import DistributedTraining
 from kbert.training.optimizers import create_optimizer
 from kbert.resumable_run import DEFAULT_SAVE_EVERY, ResumableRun, check_output
 from kbert.jobs import finetuning_catalog
@@ -84,9 +85,16 @@ def _check_sizes(backbone, sequence_length, epochs, batch_size, learning_rate):
         raise ValueError(f"Sequence length {sequence_length} exceeds the model's {usable} positions.")
 
 
-def _compile(model, steps, learning_rate):
+def _compile(model, steps, learning_rate, jit_compile):
     warmup = max(int(steps * WARMUP_SHARE), 1)
-    model.compile(optimizer=create_optimizer("adamw", learning_rate, total_steps=steps, warmup_steps=warmup))
+    model.compile(optimizer=create_optimizer("adamw", learning_rate, total_steps=steps, warmup_steps=warmup),
+                  jit_compile=jit_compile)
+
+
+def _distributed(options):
+    """The run's `DistributedTraining`, from `options`' `distribute` and `model_parallel` (taken out)."""
+    return DistributedTraining(options.pop("distribute", None), options.pop("model_parallel", 1),
+                               options.get("batch_size", 32))
 
 
 def _write(output, metrics, predictions, model):
@@ -100,7 +108,8 @@ def _write(output, metrics, predictions, model):
 
 def finetune(task, backbone, tokenizer, train_examples, validation_examples, output, *, epochs=3,
              batch_size=32, learning_rate=5e-5, sequence_length=128, seed=0, features="sequence_output",
-             run_arguments=None, save_every=DEFAULT_SAVE_EVERY, overwrite=False, callbacks=(), log=print):
+             run_arguments=None, save_every=DEFAULT_SAVE_EVERY, overwrite=False, callbacks=(), log=print,
+             distributed=None):
     """Fine-tune `backbone` on read examples, evaluate, save under `output`; return the metrics.
 
     The shared core of `run_finetuning` and `run_bbc_news_comparison`: the
@@ -114,26 +123,37 @@ def finetune(task, backbone, tokenizer, train_examples, validation_examples, out
     models' argument: `"sequence_output"` fine-tunes the whole encoder,
     `"scalar_mix"`, `"scalar_mix_layer_norm"` and `"last_four"` train only a
     mix and the head on the frozen encoder. `callbacks` are extra Keras
-    callbacks for `fit`. A NaN loss raises `FloatingPointError`.
+    callbacks for `fit`. A NaN loss raises `FloatingPointError`. `distributed`
+    (a `kbert.distribute.DistributedTraining`, created before the backbone
+    was) says where it trains; by default every device of this process.
     """
     _check_backbone(task, type(backbone))
     _check_sizes(backbone, sequence_length, epochs, batch_size, learning_rate)
     spec = finetuning_catalog.TASKS[task]
+    distributed = distributed or DistributedTraining(batch_size=batch_size)
+    log = distributed.log(log)
+    backbone = distributed.distributed_copy(backbone)  # before the seed: its initializers draw numbers
     set_random_seed(seed)
     data = dict(tokenizer=tokenizer, sequence_length=sequence_length, batch_size=batch_size)
     train = finetuning_catalog.for_backbone(backbone, spec.dataset(train_examples, training=True, seed=seed, **data))
     steps_per_epoch = int(train.cardinality())
+    distributed.check_last_batch(len(train_examples.examples))
     arguments = dict(task=task, **(run_arguments or {}), epochs=epochs, batch_size=batch_size,
                      learning_rate=learning_rate, sequence_length=sequence_length, seed=seed,
                      features=features, backend=keras.backend.backend())
-    model = spec.model(backbone, train_examples, features)  # before the run's folder: bad features stop here
-    run = ResumableRun(output, arguments, epochs * steps_per_epoch, OUTPUTS, save_every, overwrite, log)
-    _compile(model, epochs * steps_per_epoch, learning_rate)
+    with distributed.scope(backbone):
+        model = spec.model(backbone, train_examples, features)  # before the run's folder: bad features stop here
+    run = distributed.chief_first(lambda writes: ResumableRun(
+        output, arguments, epochs * steps_per_epoch, OUTPUTS, save_every, overwrite, log, chief=writes))
     log(f"Fine-tuning for {task} ({backbone.count_params():,} backbone parameters, features {features}) on "
         f"{len(train_examples.examples):,} examples: {epochs} epochs of {steps_per_epoch} steps of "
-        f"{batch_size} x {sequence_length} on {keras.backend.backend()} ...")
-    # Repeated, the shuffle draws a new order each pass, the same on every rerun (seeded).
-    run.fit(model, train.repeat(), steps_per_epoch, callbacks, verbose=1 if log is print else 2)
+        f"{batch_size} x {sequence_length} on {keras.backend.backend()}, {distributed.describe()} ...")
+    with distributed.scope(backbone):
+        _compile(model, epochs * steps_per_epoch, learning_rate, distributed.jit_compile)
+        # Repeated, the shuffle draws a new order each pass, the same on every rerun (seeded).
+        run.fit(model, distributed.shard(train.repeat()), steps_per_epoch, callbacks, prepare=distributed.prepare,
+                verbose=(1 if log is print else 2) if distributed.chief else 0)
+    distributed.localize(model)
     scores, predictions = spec.evaluate(model, validation_examples, **data)
     metrics = {"task": task, "backend": keras.backend.backend(), "epochs": epochs,
                "batch_size": batch_size, "learning_rate": learning_rate,
@@ -145,8 +165,9 @@ def finetune(task, backbone, tokenizer, train_examples, validation_examples, out
 
     model.preprocessor = TextPreprocessor(tokenizer, sequence_length, labels=train_examples.labels,
                                           no_answer_threshold=scores.get("no_answer_threshold"))
-    _write(output, metrics, predictions, model)
-    run.finish()
+    if distributed.chief:
+        _write(output, metrics, predictions, model)
+        run.finish()
     log("Validation: " + ", ".join(f"{k} {v:.4f}" for k, v in scores.items()))
     log(f"Saved metrics.json, predictions.jsonl and model.keras to {output}")
     return metrics
@@ -157,7 +178,7 @@ def run_finetuning(task, checkpoint, train, validation, vocabulary=None, output=
 
     `options` are `finetune`'s: `epochs` (3), `batch_size` (32),
     `learning_rate` (5e-5), `sequence_length` (128), `seed`, `features`, `save_every`,
-    `overwrite`, `callbacks`, `log`.
+    `overwrite`, `callbacks`, `log`; and `distribute`, `model_parallel` (`kbert.distribute.DistributedTraining`).
 
     Raises `ValueError` or `FileNotFoundError`, naming the file (and row) for
     bad input: an unknown task, a missing file or column, an empty file, a
@@ -171,6 +192,7 @@ def run_finetuning(task, checkpoint, train, validation, vocabulary=None, output=
     """
     _check_paths(task, train, validation, output)
     require_packages(FINETUNING_PACKAGES, "finetune")
+    distributed = _distributed(options)  # before any model: JAX processes join first
     train_examples = finetuning_catalog.read(task, train)
     validation_examples = finetuning_catalog.read(task, validation, train_examples)
     _check_backbone(task, preset_class(checkpoint))
@@ -179,7 +201,7 @@ def run_finetuning(task, checkpoint, train, validation, vocabulary=None, output=
     run_arguments = {name: os.path.abspath(path) if path and os.path.exists(path) else path  # a builder name
                      for name, path in paths.items()}
     return finetune(task, backbone, tokenizer, train_examples, validation_examples, output,
-                    run_arguments=run_arguments, **options)
+                    run_arguments=run_arguments, distributed=distributed, **options)
 
 
 def comparison_table(results):
@@ -219,7 +241,8 @@ def run_bbc_news_comparison(pretrained="runs/pretrain", output="runs/finetune", 
         )
     check_output(output)
     require_packages(FINETUNING_PACKAGES, "finetune")
-    log = options.get("log", print)
+    distributed = _distributed(options)
+    log = distributed.log(options.get("log", print))
     train, validation = read_bbc_news()
     backbone, tokenizer = load_checkpoint(model_file)
     fresh = type(backbone).from_config(backbone.get_config())  # the same architecture, random weights
@@ -228,9 +251,10 @@ def run_bbc_news_comparison(pretrained="runs/pretrain", output="runs/finetune", 
         log(f"\n== {name}: {model.name} ==")
         results[name] = finetune("classify", model, tokenizer, train, validation, os.path.join(output, name),
                                  learning_rate=learning_rate, run_arguments={"pretrained": os.path.abspath(
-                                     model_file), "initialisation": name}, **options)
-    with open(os.path.join(output, "metrics.json"), "w") as f:
-        json.dump(results, f, indent=2)
+                                     model_file), "initialisation": name}, distributed=distributed, **options)
+    if distributed.chief:
+        with open(os.path.join(output, "metrics.json"), "w") as f:
+            json.dump(results, f, indent=2)
     log("")
     for line in comparison_table(results):
         log(line)

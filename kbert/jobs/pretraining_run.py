@@ -43,6 +43,7 @@ import sysconfig
 import keras
 
 from kbert.backend_utils import set_random_seed
+from kbert.distribute import DistributedTraining
 from kbert.jobs.extras import require_packages
 from kbert.jobs.objective_catalog import NOT_PRETRAINED, OBJECTIVES
 from kbert.jobs.pretraining_objective import TRAINS_ALONE
@@ -176,12 +177,12 @@ def _corpus_record(corpus):
     return record
 
 
-def _compiled_pretrainer(objective, model, vocabulary, steps, learning_rate):
+def _compiled_pretrainer(objective, model, vocabulary, steps, learning_rate, jit_compile="auto"):
     """`(backbone, pretrainer)`: the objective's model sized to the vocabulary, compiled (AdamW, warm-up)."""
     record = OBJECTIVES[objective]
     backbone = record.model(model, vocabulary)
     pretrainer = record.pretrainer(backbone, vocabulary)
-    pretrainer.compile(optimizer=run_optimizer(steps, learning_rate))
+    pretrainer.compile(optimizer=run_optimizer(steps, learning_rate), jit_compile=jit_compile)
     return backbone, pretrainer
 
 
@@ -200,6 +201,8 @@ def run_pretraining(
     overwrite=False,
     callbacks=(),
     log=print,
+    distribute=None,
+    model_parallel=1,
 ):
     """Pretrain, evaluate and save; return the metrics dict. See the module docstring.
 
@@ -210,7 +213,10 @@ def run_pretraining(
     same arguments resumes from it, one with other arguments into the same
     `output` is refused unless `overwrite`. `callbacks` are extra Keras
     callbacks for `fit` (for example `keras.callbacks.TensorBoard`); `log`
-    prints the progress lines.
+    prints the progress lines. `distribute` (`none`, `data`, `model`) and
+    `model_parallel` are `kbert.distribute.DistributedTraining`'s: `batch_size`
+    is the global batch, each process trains on its rows of it, process 0
+    alone writes and logs.
     Raises `ValueError` for bad input (unknown model or objective, a model
     the objective does not train, missing or binary corpus file, empty
     corpus, sequence length over the model's positions, an optional package
@@ -224,34 +230,38 @@ def run_pretraining(
     _check_run(model, objective, steps, batch_size, sequence_length, learning_rate)
     record = OBJECTIVES[objective]
     require_packages(record.packages, f"--objective {objective}")
+    distributed = DistributedTraining(distribute, model_parallel, batch_size)
+    log = distributed.log(log)
     arguments = dict(corpus=_corpus_record(corpus) if corpus else None, model=model,
                      objective=objective, steps=steps, batch_size=batch_size, sequence_length=sequence_length,
                      vocabulary_size=vocabulary_size, learning_rate=learning_rate, seed=seed,
                      backend=keras.backend.backend())
-    run = ResumableRun(output, arguments, steps, record.outputs, save_every, overwrite, log)
     set_random_seed(seed)
     documents = default_corpus() if not corpus else ["\n".join(d) for d in read_documents(corpus)]
     train_documents, held_out_documents = _split(documents)
-    vocabulary = record.vocabulary.load(output, train_documents, vocabulary_size, log)
-    backbone, pretrainer = _compiled_pretrainer(objective, model, vocabulary, steps, learning_rate)
-    train, held_out = record.data(train_documents, held_out_documents, vocabulary, sequence_length, batch_size,
-                                  seed)
-    log(f"Pretraining {model} ({backbone.count_params():,} parameters) with {objective} "
-        f"for {steps} steps of {batch_size} x {sequence_length} on {keras.backend.backend()} ...")
-    run.fit(pretrainer, train, min(STEPS_PER_EPOCH, steps), callbacks, verbose=1 if log is print else 2)
+    run, vocabulary = distributed.chief_first(lambda writes: (
+        ResumableRun(output, arguments, steps, record.outputs, save_every, overwrite, log, chief=writes),
+        record.vocabulary.load(output, train_documents, vocabulary_size, log)))
+    with distributed.scope(model):
+        backbone, pretrainer = _compiled_pretrainer(objective, model, vocabulary, steps, learning_rate,
+                                                    distributed.jit_compile)
+        train, held_out = record.data(train_documents, held_out_documents, vocabulary, sequence_length,
+                                      batch_size, seed)
+        log(f"Pretraining {model} ({backbone.count_params():,} parameters) with {objective} for {steps} steps "
+            f"of {batch_size} x {sequence_length} on {keras.backend.backend()}, {distributed.describe()} ...")
+        run.fit(pretrainer, distributed.shard(train), min(STEPS_PER_EPOCH, steps), callbacks,
+                prepare=distributed.prepare, verbose=(1 if log is print else 2) if distributed.chief else 0)
+    distributed.localize(pretrainer)
 
     metrics = {
-        "backend": keras.backend.backend(),
-        "model": model,
-        "objective": objective,
-        "steps": steps,
-        "batch_size": batch_size,
-        "sequence_length": sequence_length,
+        "backend": keras.backend.backend(), "model": model, "objective": objective, "steps": steps,
+        "batch_size": batch_size, "sequence_length": sequence_length,
         "vocabulary_size": record.vocabulary.size(vocabulary),
         **record.report.evaluate(pretrainer, held_out, train_documents, vocabulary, log),
         "wall_time_seconds": round(run.elapsed_seconds(), 1),
     }
-    save_run(run, pretrainer, metrics, record.report.title(metrics), record.outputs, log)
+    if distributed.chief:
+        save_run(run, pretrainer, metrics, record.report.title(metrics), record.outputs, log)
     record.report.demo(pretrainer, vocabulary, held_out_documents, held_out, sequence_length,
                        random.Random(seed), log)
     return metrics

@@ -3,8 +3,7 @@
 import keras
 from keras import ops
 
-from kbert.backend_utils import clip
-from kbert.backend_utils import scale_loss_for_replicas
+from kbert.backend_utils import clip, replica_total, scale_loss_for_replicas
 from kbert.text.text_checks import check_texts
 from kbert.input_checks import ids
 from kbert.generation.seq2seq_generator import Seq2SeqGenerator
@@ -69,7 +68,8 @@ class Seq2SeqLM(GeneratingTask):
         weights = ops.cast(y != self.backbone.pad_id, "float32")
         if sample_weight is not None:
             weights = weights * ops.cast(ops.reshape(sample_weight, (-1, 1)), "float32")
-        loss = ops.sum(losses * weights) / clip(ops.sum(weights), 1.0, float("inf"))
+        total, replicas = replica_total(ops.sum(weights))  # the global batch's count (docs/algorithms.md)
+        loss = replicas * ops.sum(losses * weights) / clip(total, 1.0, float("inf"))
         return scale_loss_for_replicas(loss)
 
     def _generate_text(self, sources, max_new_tokens, strategy, options):

@@ -7,6 +7,8 @@ padding (weight 0) counts zero and an all-padding batch stays finite.
 import keras
 from keras import ops
 
+from kbert.backend_utils import replica_total
+
 # BERT's `Σw·CE / (Σw + 1e-5)`: the epsilon keeps an all-padding batch finite.
 WEIGHT_EPSILON = 1e-5
 
@@ -28,11 +30,16 @@ def weighted_cross_entropy(labels, logits, weights):
 
 
 def weighted_mean(values, weights):
-    """`Σ w·values / (Σ w + 1e-5)` in float32.
+    """`Σ w·values / (Σ w + 1e-5)` in float32, over the global batch when replicas train in sync.
+
+    With several replicas (`replica_total`), each returns
+    `replicas · Σ_own w·values / (Σ_all w + 1e-5)`, whose average is the
+    global batch's mean (each averaging its own shard's would not be).
 
     >>> mean = weighted_mean(keras.ops.array([2.0, 4.0]), keras.ops.array([1.0, 0.0]))
     >>> round(float(mean), 4)
     2.0
     """
     weights = ops.cast(weights, "float32")
-    return ops.sum(ops.cast(values, "float32") * weights) / (ops.sum(weights) + WEIGHT_EPSILON)
+    total, replicas = replica_total(ops.sum(weights))
+    return replicas * ops.sum(ops.cast(values, "float32") * weights) / (total + WEIGHT_EPSILON)

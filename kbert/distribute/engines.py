@@ -1,7 +1,9 @@
-"""Run the same kbert model where the hardware is: TPUs, several GPUs, several hosts.
+"""The engines' settings: TensorFlow's strategies, Keras' JAX distributions, the Megatron layout.
 
 The engines are TensorFlow's `tf.distribute` and Keras' `keras.distribution`
-(JAX); this module only picks and configures them:
+(JAX); this module only picks and configures them (`DistributedTraining`
+uses them for the jobs; PyTorch's `torch.distributed` is in
+`kbert.distribute.torch_data_parallel`):
 
 - `default_strategy()` (TensorFlow): `TPUStrategy` when a TPU is found,
   `MirroredStrategy` over several GPUs, else the default strategy. Build and
@@ -25,8 +27,8 @@ which works under `TPUStrategy` (and on one device) but not under a
 another device: keras-team/keras#19005). `jit_compile_for(strategy)` gives
 the setting that works.
 
-PyTorch has neither engine in Keras 3: both helpers raise there and a torch
-model trains on one device.
+PyTorch has neither engine in Keras 3: both helpers raise there (see
+`kbert.distribute.torch_data_parallel`).
 """
 
 import os
@@ -70,7 +72,7 @@ def _require_backend(name, what):
         hint = {
             "tensorflow": "use `default_strategy()` with a TensorFlow backend",
             "jax": "use `get_distribution()` with the JAX backend",
-            "torch": "PyTorch trains on one device in Keras 3",
+            "torch": "PyTorch runs data-parallel under torchrun (kbert.distribute.DistributedTraining)",
         }[backend]
         raise ValueError(f"{what} needs KERAS_BACKEND={name}; this is {backend}: {hint}.")
 
@@ -231,7 +233,7 @@ def layout_map(model_or_name, device_mesh, model_axis=MODEL_AXIS):
     return layout
 
 
-def get_distribution(model_parallel=1, model=None, devices=None):
+def get_distribution(model_parallel=1, model=None, devices=None, auto_shard_dataset=True):
     """The `keras.distribution.Distribution` for this machine (JAX backend), or None.
 
     With `model_parallel > 1`, a `ModelParallel` over a `(batch, model)` mesh
@@ -245,6 +247,8 @@ def get_distribution(model_parallel=1, model=None, devices=None):
             `model_parallel > 1`).
         devices: device names; default `keras.distribution.list_devices()`
             (accelerators if any, else CPU; global devices on several hosts).
+        auto_shard_dataset: on several processes, let Keras shard a
+            `tf.data` input; False when each process gives its own rows.
 
     Raises:
         ValueError: under another backend, `model_parallel > 1` without
@@ -263,8 +267,9 @@ def get_distribution(model_parallel=1, model=None, devices=None):
             raise ValueError("model_parallel > 1 needs `model`, a preset name or a built model.")
         mesh = device_mesh(model_parallel, devices)
         return keras.distribution.ModelParallel(
-            layout_map=layout_map(model, mesh), batch_dim_name=BATCH_AXIS
+            layout_map=layout_map(model, mesh), batch_dim_name=BATCH_AXIS,
+            auto_shard_dataset=auto_shard_dataset,
         )
     if len(devices) > 1:
-        return keras.distribution.DataParallel(devices=devices)
+        return keras.distribution.DataParallel(devices=devices, auto_shard_dataset=auto_shard_dataset)
     return None
