@@ -306,9 +306,14 @@ def constant_tensors(owner, key, make):
 
     eager_torch = keras.backend.backend() == "torch" and not _torch_compiling()
     kept = _CONSTANTS.setdefault(owner, {}) if eager_torch else {}
-    if key not in kept:
-        kept[key] = tuple(keras.ops.convert_to_tensor(array) for array in make())
-    return kept[key]
+    if key in kept:
+        return kept[key]
+    tensors = tuple(keras.ops.convert_to_tensor(array) for array in make())
+    # Keras infers output shapes on PyTorch by calling layers on the "meta"
+    # device: tensors made there hold no values and are not kept.
+    if eager_torch and all(tensor.device.type != "meta" for tensor in tensors):
+        kept[key] = tensors
+    return tensors
 
 
 def _torch_compiling():

@@ -111,8 +111,13 @@ def test_round_trip_and_input_checks(tmp_path):
     bad = dict(batch(), token_ids=np.full((2, 9), 50, "int32"))
     with pytest.raises(ValueError, match="token_ids"):
         inside(bad)
-    with pytest.raises(ValueError, match=r"missing \['padding_mask'\]"):
-        inside({"token_ids": batch()["token_ids"], "segment_ids": batch()["segment_ids"]})
+    with pytest.raises(ValueError, match=r"missing \['segment_ids'\]"):
+        inside({"token_ids": batch()["token_ids"]})
+    # The padding mask may be left out: nothing is padded (docs/architecture.md).
+    unpadded = dict(batch(), padding_mask=np.ones((2, 9), "int32"))
+    left_out = inside({"token_ids": unpadded["token_ids"], "segment_ids": unpadded["segment_ids"]})
+    for name, value in inside(unpadded).items():
+        np.testing.assert_allclose(to_numpy(left_out[name]), to_numpy(value), atol=1e-6, err_msg=name)
 
 
 def t5_batch():
