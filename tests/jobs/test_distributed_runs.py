@@ -25,6 +25,9 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from finetuning_data import write_checkpoint, write_t5_checkpoint, write_task_files  # noqa: E402
 
 BACKEND = keras.backend.backend()
+# The tests that run JAX only in subprocesses go in the PyTorch run of the suite,
+# the shortest of the three (the JAX run is the longest).
+SUBPROCESS_RUN = "torch"
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 TOLERANCE = 1e-5
 TIME_LIMIT = 600  # seconds a subprocess may take before the test fails (not a speed check)
@@ -154,7 +157,7 @@ def _two_jax_devices(run, folder):
     return json.loads(result.stdout.strip().splitlines()[-1])
 
 
-@pytest.mark.skipif(BACKEND != "jax", reason="runs JAX in a subprocess, once (in the JAX test run)")
+@pytest.mark.skipif(BACKEND != SUBPROCESS_RUN, reason=f"runs JAX in a subprocess, once (in the {SUBPROCESS_RUN} run)")
 def test_two_jax_devices_pretrain_as_one(tmp_path):
     results = _two_jax_devices("jax_devices_pretrain", tmp_path)
     assert results["devices"] == 2
@@ -166,7 +169,7 @@ def test_two_jax_devices_pretrain_as_one(tmp_path):
     assert "over a 'model' axis of size 2: not divisible" in results["odd_width"]
 
 
-@pytest.mark.skipif(BACKEND != "jax", reason="runs JAX in a subprocess, once (in the JAX test run)")
+@pytest.mark.skipif(BACKEND != SUBPROCESS_RUN, reason=f"runs JAX in a subprocess, once (in the {SUBPROCESS_RUN} run)")
 def test_two_jax_devices_finetune_as_one(tmp_path):
     results = _two_jax_devices("jax_devices_finetune", tmp_path)
     assert results["devices"] == 2
@@ -224,7 +227,7 @@ def test_torchrun_processes_pretrain_as_one(tmp_path):
     assert_same_metrics(_metrics(output), _pretrain_reference(corpus, str(tmp_path)))
 
 
-@pytest.mark.skipif(BACKEND != "jax", reason="runs JAX processes, once (in the JAX test run)")
+@pytest.mark.skipif(BACKEND != SUBPROCESS_RUN, reason=f"runs JAX processes, once (in the {SUBPROCESS_RUN} run)")
 def test_a_lost_process_stops_the_other_and_the_rerun_resumes(tmp_path):
     corpus = write_corpus(str(tmp_path))
     output = tmp_path / "run"
