@@ -97,13 +97,13 @@ class Backbone(InputChecks, keras.Model):
     def __call__(self, inputs, *args, **kwargs):
         if self.runs_layers(inputs):
             check_inputs(self, inputs)
-            return self.run_layers(inputs, training=kwargs.get("training", args[0] if args else None))
+            return self.run_layers(inputs, training=_training(args, kwargs))
         return super().__call__(inputs, *args, **kwargs)
 
     def call(self, inputs, *args, **kwargs):
         # `fit`, `evaluate` and `predict` on JAX reach `call` without `__call__`.
         if self.runs_layers(inputs):
-            return self.run_layers(inputs, training=kwargs.get("training", args[0] if args else None))
+            return self.run_layers(inputs, training=_training(args, kwargs))
         check_inputs(self, inputs)
         return super().call(inputs, *args, **kwargs)
 
@@ -123,3 +123,8 @@ class Backbone(InputChecks, keras.Model):
     @classmethod
     def from_config(cls, config):
         return cls(**deserialize_arguments(config))
+
+
+def _training(args, kwargs):
+    """The `training` argument of a `__call__`/`call`, given by keyword or as the first positional one."""
+    return kwargs.get("training", args[0] if args else None)
