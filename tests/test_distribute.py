@@ -187,7 +187,8 @@ def jax_distributions():
 
 
 def checkpoint_models():
-    """A 2-layer BERT pretrainer and a 1+1-layer T5 v1.1 with their inputs (random weights)."""
+    """A 2-layer BERT pretrainer and a 1+1-layer T5 v1.1 with their inputs (seeded random weights)."""
+    keras.utils.set_random_seed(0)
     x, _ = pretraining_batches(steps=1)
     pretrainer = BertPretrainer(
         kbert.models.bert_tiny(vocabulary_size=VOCABULARY, num_layers=2, hidden_dim=16,
@@ -486,7 +487,8 @@ def test_pretrainer_trains_under_mixed_precision(policy):
     BACKEND != "torch", reason="runs once, under the torch backend, for every pair of backends"
 )
 def test_checkpoints_load_on_every_other_backend(tmp_path):
-    """Saved on each backend, loaded on each other: identical weights, outputs to 1e-5."""
+    """Saved on each backend, loaded on each other: identical weights, outputs to 1e-5 (absolute
+    and relative: the backends' float32 matmuls sum in different orders)."""
     assert exchange_checkpoints(tmp_path)["loaded"] == []  # saves torch's
     # JAX saves and loads torch's; TensorFlow loads both and saves; JAX loads TensorFlow's
     # (JAX twice: it starts faster than TensorFlow).
@@ -514,7 +516,7 @@ def test_checkpoints_load_on_every_other_backend(tmp_path):
                         np.testing.assert_array_equal(loaded[key], saved[key], err_msg=message)
                     else:
                         np.testing.assert_allclose(
-                            loaded[key], saved[key], atol=1e-5, rtol=0, err_msg=message
+                            loaded[key], saved[key], atol=1e-5, rtol=1e-5, err_msg=message
                         )
 
 
