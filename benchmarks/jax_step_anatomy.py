@@ -21,9 +21,10 @@ as Keras' JAX trainer jits it) on the CPU, and counts:
   XLA's cost analysis (flops, bytes accessed);
 - the compiled step's temporary memory (`memory_analysis`).
 
-Each is printed for kbert with the PRNG its dropout uses by default on the
-platform that runs it, for kbert with `KBERT_JAX_DROPOUT_PRNG=threefry` and
-`=rbg` (both compiled here, whatever the platform), and for keras-hub. The
+Each is printed for kbert with the PRNG its dropout uses by default
+(`philox4x32`), for kbert with `KBERT_JAX_DROPOUT_PRNG=threefry` (Keras'
+`Dropout`, what kbert drew before) and `=rbg`, and for keras-hub. A third
+table times one dropout with each PRNG here. The
 counts do not depend on the weights (random) or on timing; they depend on
 the XLA version and the platform (CPU here: a GPU fuses differently and
 may lower threefry to a kernel). A second table compiles a dense
@@ -80,7 +81,12 @@ def kbert_model(sizes):
 
 
 def keras_hub_model(sizes):
-    """keras-hub's `BertMaskedLM` on the same backbone config with Keras' AdamW, and its batch."""
+    """keras-hub's `BertMaskedLM` on the same backbone config, and its batch.
+
+    Its optimizer is Keras' AdamW with kbert's `create_optimizer` settings
+    (global clipping at 1, epsilon 1e-6, no decay of norms and biases) at a
+    constant rate.
+    """
     import keras
     import keras_hub
 
@@ -89,7 +95,9 @@ def keras_hub_model(sizes):
         hidden_dim=sizes["hidden"], intermediate_dim=sizes["intermediate"], max_sequence_length=512,
         dropout=sizes["dropout"], dtype="mixed_bfloat16")
     model = keras_hub.models.BertMaskedLM(backbone, preprocessor=None)
-    model.compile(optimizer=keras.optimizers.AdamW(1e-4, weight_decay=0.01),
+    optimizer = keras.optimizers.AdamW(1e-4, weight_decay=0.01, epsilon=1e-6, global_clipnorm=1.0)
+    optimizer.exclude_from_weight_decay(var_names=["gamma", "beta", "bias"])
+    model.compile(optimizer=optimizer,
                   loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
                   weighted_metrics=[keras.metrics.SparseCategoricalAccuracy()])
     x, y = training_batch(sizes)
@@ -156,14 +164,23 @@ SCOPES = (("random bits", re.compile(r"bernoulli|random_bits|threefry|rng_bit"))
           ("forward", re.compile(r"jvp\(")))
 
 
-def hlo_counts(hlo_text):
-    """Counts of the optimized HLO's instructions, fused computations included (see the docstring)."""
+def hlo_counts(hlo_text, sizes):
+    """Counts of the optimized HLO's instructions, fused computations included (see the docstring).
+
+    An instruction outside a fused computation whose result has the scores'
+    shape is a buffer written to memory (a kernel's output on a GPU):
+    counted as "score buffers", by dtype.
+    """
     counts = collections.Counter()
+    scores = f"[{sizes['batch']},{sizes['heads']},{sizes['length']},{sizes['length']}]"
+    fused = False
     for line in hlo_text.splitlines():
-        match = re.match(r"^\s*(?:ROOT\s+)?%\S+\s*=\s*\S+\s+([a-z][\w-]*)\(", line)
+        if line.endswith("{") and not line.startswith(" "):
+            fused = line.startswith(("%fused", "%wrapped"))
+        match = re.match(r"^\s*(?:ROOT\s+)?%\S+\s*=\s*(\S+)\s+([a-z][\w-]*)\(", line)
         if not match:
             continue
-        opcode = match.group(1)
+        result, opcode = match.groups()
         counts["HLO instructions"] += 1
         name = re.search(r'op_name="([^"]*)"', line)
         scope = next((scope for scope, pattern in SCOPES
@@ -176,7 +193,13 @@ def hlo_counts(hlo_text):
             counts[f"HLO custom-call {target.group(1) if target else '?'}"] += 1
         elif opcode in ("rng-bit-generator", "exponential", "while"):
             counts[f"HLO {opcode}"] += 1
+        if not fused and opcode not in PASS_THROUGH and result.split("{")[0].endswith(scores):
+            counts[f"HLO score buffers {result.split('[')[0]}"] += 1
     return counts
+
+
+# Instructions that write no new buffer.
+PASS_THROUGH = ("parameter", "get-tuple-element", "bitcast", "tuple", "constant")
 
 
 def anatomy(make, sizes, prng=None):
@@ -195,7 +218,7 @@ def anatomy(make, sizes, prng=None):
             os.environ.pop("KBERT_JAX_DROPOUT_PRNG", None)
         else:
             os.environ["KBERT_JAX_DROPOUT_PRNG"] = saved
-    counts = jaxpr_counts(jaxpr, sizes) + hlo_counts(compiled.as_text())
+    counts = jaxpr_counts(jaxpr, sizes) + hlo_counts(compiled.as_text(), sizes)
     cost = compiled.cost_analysis()
     cost = cost[0] if isinstance(cost, list) else cost
     counts["HLO bytes accessed (MiB)"] = round(cost.get("bytes accessed", 0) / 2**20, 1)
@@ -232,6 +255,27 @@ def forward_memory(lengths):
     return memory
 
 
+def dropout_seconds(prng, shape=(16, 12, 128, 128), repeats=5):
+    """Median seconds of one jitted dropout (rate 0.1) of a bf16 `shape` with `prng`'s bits, here."""
+    import time
+
+    import jax
+    import numpy as np
+
+    from kbert.backend_utils import jax_dropout
+
+    x = jax.numpy.ones(shape, "bfloat16")
+    draw = jax.jit(lambda x, seed: jax_dropout(x, 0.1, seed, prng))
+    seed = np.array([0, 1], "uint32")
+    draw(x, seed).block_until_ready()
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        draw(x, seed).block_until_ready()
+        times.append(time.perf_counter() - start)
+    return float(np.median(times))
+
+
 def table(columns):
     """A Markdown table: one row per count, one column per system, and kbert's ratio to keras-hub."""
     names = list(columns)
@@ -263,9 +307,8 @@ def main(argv=None):
         sys.exit("jax_step_anatomy.py runs on JAX: KERAS_BACKEND=jax.")
     from kbert.backend_utils import jax_dropout_prng
 
-    default = f"kbert (default: {jax_dropout_prng()})"
-    columns = {default: anatomy(kbert_model, SIZES),
-               "kbert threefry": anatomy(kbert_model, SIZES, "threefry"),
+    columns = {f"kbert ({jax_dropout_prng()})": anatomy(kbert_model, SIZES),
+               "kbert threefry (as before)": anatomy(kbert_model, SIZES, "threefry"),
                "kbert rbg": anatomy(kbert_model, SIZES, "rbg"),
                "keras-hub BertMaskedLM": anatomy(keras_hub_model, SIZES)}
     step = table(columns)
@@ -276,11 +319,19 @@ def main(argv=None):
                + "\n".join(f"| {length} | {mib:.1f} |" for length, mib in memory.items())
                + f"\n\n×{long // short} length → ×{growth:.2f} memory "
                f"({'quadratic: scores materialized' if growth > 3 else 'linear: no scores materialized'}).")
+    seconds = {prng: dropout_seconds(prng) for prng in ("threefry", "philox4x32", "rbg")}
+    draws = ("| bits | ms per dropout of 16 × 12 × 128 × 128 (one bert_base layer's attention "
+             "probabilities at batch 16) | threefry / this |\n|---|---:|---:|\n"
+             + "\n".join(f"| {prng}{' (Keras Dropout)' if prng == 'threefry' else ''} | "
+                         f"{value * 1e3:.1f} | {seconds['threefry'] / value:.2f} |"
+                         for prng, value in seconds.items())
+             + f"\n\nOn {jax.default_backend()}; a GPU's ratios are for `benchmarks/accelerator.py`.")
     config = ", ".join(f"{k}={v}" for k, v in SIZES.items())
     text = (f"# JAX training step anatomy\n\n`KERAS_BACKEND=jax python benchmarks/jax_step_anatomy.py`\n\n"
             f"JAX {jax.__version__}, Keras {keras.__version__}, platform {jax.default_backend()}; "
             f"`mixed_bfloat16`, {config}. kbert: `BertPretrainer` MLM+NSP, kbert's AdamW; "
             f"keras-hub: `BertMaskedLM` (MLM), Keras' AdamW.\n\n{step}\n\n"
+            f"## Dropout masks: threefry against rbg\n\n{draws}\n\n"
             f"## Dense encoder forward, temporary memory\n\n{forward}\n")
     print(text)
     os.makedirs(os.path.dirname(args.results), exist_ok=True)
