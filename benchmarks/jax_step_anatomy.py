@@ -130,6 +130,7 @@ def jaxpr_counts(jaxpr, sizes):
     import math
 
     import jax
+    import jax.extend
 
     counts = collections.Counter()
     scores = (sizes["batch"], sizes["heads"], sizes["length"], sizes["length"])
@@ -152,7 +153,7 @@ def jaxpr_counts(jaxpr, sizes):
 def _equations(jaxpr, jax):
     for equation in jaxpr.eqns:
         yield equation
-        for sub in jax.core.jaxprs_in_params(equation.params):
+        for sub in jax.extend.core.jaxprs_in_params(equation.params):
             yield from _equations(sub, jax)
 
 
@@ -315,7 +316,7 @@ def main(argv=None):
     memory = forward_memory(FORWARD_LENGTHS)
     short, long = FORWARD_LENGTHS
     growth = memory[long] / memory[short]
-    forward = (f"| length | compiled temporary memory (MiB) |\n|---:|---:|\n"
+    forward = ("| length | compiled temporary memory (MiB) |\n|---:|---:|\n"
                + "\n".join(f"| {length} | {mib:.1f} |" for length, mib in memory.items())
                + f"\n\n×{long // short} length → ×{growth:.2f} memory "
                f"({'quadratic: scores materialized' if growth > 3 else 'linear: no scores materialized'}).")
@@ -331,7 +332,7 @@ def main(argv=None):
             f"JAX {jax.__version__}, Keras {keras.__version__}, platform {jax.default_backend()}; "
             f"`mixed_bfloat16`, {config}. kbert: `BertPretrainer` MLM+NSP, kbert's AdamW; "
             f"keras-hub: `BertMaskedLM` (MLM), Keras' AdamW.\n\n{step}\n\n"
-            f"## Dropout masks: threefry against rbg\n\n{draws}\n\n"
+            f"## Dropout masks by PRNG\n\n{draws}\n\n"
             f"## Dense encoder forward, temporary memory\n\n{forward}\n")
     print(text)
     os.makedirs(os.path.dirname(args.results), exist_ok=True)
