@@ -268,6 +268,8 @@ def fused_attention(query, key, value, mask, scale, dropout_rate=0.0, bias=None,
             bias = keras.ops.where(mask, 0.0 if bias is None else keras.ops.cast(bias, "float32"), masked)
         if bias is not None:
             bias = keras.ops.cast(bias, query.dtype)
+            if keras.backend.backend() == "jax":
+                bias = _scores_long_bias(bias, query.shape[1], key.shape[1])
         return keras.ops.dot_product_attention(query, key, value, bias=bias, scale=scale,
                                                is_causal=causal)
     import torch
@@ -286,6 +288,24 @@ def fused_attention(query, key, value, mask, scale, dropout_rate=0.0, bias=None,
         query, key, value, attn_mask=bias, dropout_p=dropout_rate, scale=scale, is_causal=causal
     )
     return torch.transpose(context, 1, 2)
+
+
+def _scores_long_bias(bias, query_length, key_length):
+    """`bias` (4-D) broadcast to the scores' `(query_length, key_length)` in its last two axes. JAX only.
+
+    On a GPU, Keras' JAX `dot_product_attention` takes cuDNN's flash kernel
+    only where JAX's `check_layout` accepts the bias, and that wants both
+    lengths in full: a padding mask's `(batch, 1, 1, keys)` bias sends it
+    to XLA's attention, which materializes the scores in float32 (25 GB for
+    bert_base at 16,384 tokens). Broadcast, the bias costs `batch ×
+    query_length × key_length` values (8 MB for a 256 × 128 bf16 batch).
+    """
+    import keras
+
+    shape = (1,) * (4 - len(bias.shape)) + tuple(bias.shape)
+    if shape[2:] == (query_length, key_length):
+        return bias
+    return keras.ops.broadcast_to(bias, (*shape[:2], query_length, key_length))
 
 
 def constant_tensors(owner, key, make):

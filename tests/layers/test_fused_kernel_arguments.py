@@ -53,13 +53,17 @@ def sdpa_calls():
 
 
 @contextlib.contextmanager
-def _jax_attention_calls(calls):
+def _jax_attention_calls(calls, arrays=None):
+    """Records JAX's attention calls in `calls` as `sdpa_calls` does; `(query, key, value,
+    bias)` in `arrays` too when given."""
     import jax
 
     original = jax.nn.dot_product_attention
 
     def recording(query, key, value, bias=None, mask=None, *, is_causal=False, **kwargs):
         calls.append((dtype_name(query), mask if bias is None else bias, is_causal))
+        if arrays is not None:
+            arrays.append((query, key, value, bias))
         return original(query, key, value, bias, mask, is_causal=is_causal, **kwargs)
 
     jax.nn.dot_product_attention = recording
@@ -134,3 +138,21 @@ def test_an_unpadded_prompt_fills_the_cache_with_is_causal():
         prompt_calls, step_calls = calls[:2], calls[2:]
         assert all(mask is None and is_causal for _, mask, is_causal in prompt_calls)
         assert step_calls and all(mask is not None for _, mask, _ in step_calls)
+
+
+@pytest.mark.skipif(BACKEND != "jax", reason="JAX's cuDNN checks")
+def test_a_padded_batch_reaches_jax_with_a_bias_cudnn_takes():
+    """With keys padded, the bias passes JAX's cuDNN layout check (the scores' full lengths), which
+    Keras' JAX `dot_product_attention` asks before it takes the flash kernel on a GPU."""
+    from jax._src.cudnn.fused_attention_stablehlo import AttentionLayout, check_layout
+
+    keras.utils.set_random_seed(0)
+    inputs = dict(CASES["encoder"][1], padding_mask=np.array([[1] * LENGTH, [1] * 4 + [0] * 2], "int32"))
+    calls, arrays = [], []
+    with _jax_attention_calls(calls, arrays):
+        _encoder()(inputs)
+    assert len(arrays) == 2
+    for query, key, value, bias in arrays:
+        assert bias is not None and bias.shape == (BATCH, 1, LENGTH, LENGTH)
+        check_layout(query, key, value, bias, None, None, None, None, None, None,
+                     AttentionLayout.BTNH)
