@@ -700,30 +700,40 @@ JAX_DROPOUT_PRNGS = ("threefry", "philox4x32", "rbg", "unsafe_rbg")
 
 
 def jax_dropout_prng():
-    """The PRNG kbert's dropout draws its bits from on JAX: `KBERT_JAX_DROPOUT_PRNG`, `philox4x32` unset.
+    """The PRNG kbert's dropout draws its bits from on JAX, one of `JAX_DROPOUT_PRNGS`.
 
-    One of `JAX_DROPOUT_PRNGS`. `threefry` is JAX's default and what Keras'
-    `Dropout` draws: it makes each pair of random words from 20 rounds of
-    32-bit integer arithmetic (rolled into a loop on the CPU), and a
-    bert_base training step of 256 × 128 tokens draws 1.23 billion words
-    (every dropout mask, attention probabilities included). `philox4x32`
-    makes four words from 10 rounds of multiplications, gives the same bits
-    on CPU, GPU and TPU and shards like threefry (JAX's `jax.random`
-    documentation); its dropout of one bert_base layer's attention
-    probabilities runs 3.7× faster than threefry's on this project's CPU
-    (`benchmarks/jax_step_anatomy.py`). `rbg` and `unsafe_rbg` draw from
-    XLA's `RngBitGenerator` (the fastest on TPU, per JAX's documentation;
-    their bits differ by platform). JAX's global
+    `KBERT_JAX_DROPOUT_PRNG` names it; unset, it is `philox4x32`, or
+    `threefry` under a `keras.distribution`. `threefry` is JAX's default
+    and what Keras' `Dropout` draws: 20 rounds of 32-bit integer arithmetic
+    per pair of words (rolled into a loop on the CPU), and a bert_base
+    training step of 256 × 128 tokens draws 1.23 billion words (every
+    dropout mask, attention probabilities included). `philox4x32` makes four
+    words from 10 rounds of multiplications and gives the same bits on CPU,
+    GPU and TPU (JAX's `jax.random` documentation); one bert_base layer's
+    attention-probability dropout runs 2.3–3.7× faster than threefry's on
+    this project's CPU (`benchmarks/jax_step_anatomy.py`). But JAX 0.10
+    cannot partition its `mulhi` over a sharded batch (the compilation
+    fails), so under a `keras.distribution` it is refused. `rbg` and
+    `unsafe_rbg` draw from XLA's `RngBitGenerator` (the fastest on TPU, per
+    JAX's documentation; their bits differ by platform). JAX's global
     `jax_default_prng_impl` cannot make this choice: Keras hands JAX raw
     two-word threefry keys, which an `rbg` default rejects.
 
     >>> jax_dropout_prng() in JAX_DROPOUT_PRNGS
     True
     """
-    choice = os.environ.get("KBERT_JAX_DROPOUT_PRNG", "philox4x32")
+    import keras
+
+    distributed = keras.distribution.distribution() is not None
+    choice = os.environ.get("KBERT_JAX_DROPOUT_PRNG")
+    if choice is None:
+        return "threefry" if distributed else "philox4x32"
     if choice not in JAX_DROPOUT_PRNGS:
         raise ValueError(f"KBERT_JAX_DROPOUT_PRNG must be one of {JAX_DROPOUT_PRNGS}; "
                          f"received {choice!r}.")
+    if choice == "philox4x32" and distributed:
+        raise ValueError("KBERT_JAX_DROPOUT_PRNG=philox4x32 does not compile under a "
+                         "keras.distribution (JAX cannot partition it); use threefry, rbg or unsafe_rbg.")
     return choice
 
 

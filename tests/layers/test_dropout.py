@@ -3,7 +3,7 @@ import numpy as np
 import pytest
 from helpers import BACKEND, to_numpy
 
-from kbert.backend_utils import JAX_DROPOUT_PRNGS, jax_dropout
+from kbert.backend_utils import JAX_DROPOUT_PRNGS, jax_dropout, jax_dropout_prng
 from kbert.layers.dropout import apply_dropout
 
 
@@ -60,3 +60,18 @@ def test_an_unknown_jax_prng_is_named(monkeypatch):
     monkeypatch.setenv("KBERT_JAX_DROPOUT_PRNG", "mersenne")
     with pytest.raises(ValueError, match="KBERT_JAX_DROPOUT_PRNG must be one of"):
         apply_dropout(keras.layers.Dropout(0.5), keras.ops.ones((2, 2)), training=True)
+
+
+@pytest.mark.skipif(BACKEND != "jax", reason="the dropout PRNG is chosen on JAX only")
+def test_a_keras_distribution_draws_threefry_bits(monkeypatch):
+    """Philox's bits do not partition over a sharded batch in JAX 0.10: threefry (partitionable,
+    the same mask as on one device) by default under a distribution, and Philox refused."""
+    import jax
+
+    monkeypatch.delenv("KBERT_JAX_DROPOUT_PRNG", raising=False)
+    assert jax_dropout_prng() == "philox4x32"
+    with keras.distribution.DataParallel(devices=jax.devices()[:1]).scope():
+        assert jax_dropout_prng() == "threefry"
+        monkeypatch.setenv("KBERT_JAX_DROPOUT_PRNG", "philox4x32")
+        with pytest.raises(ValueError, match="does not compile under a keras.distribution"):
+            jax_dropout_prng()
