@@ -42,27 +42,13 @@ import sys
 os.environ.setdefault("KERAS_BACKEND", "jax")
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
+from accelerator import pretraining_batch  # noqa: E402 (the same batch as the GPU check's)
+
 RESULTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results", "jax_step_anatomy.md")
 SIZES = {"vocabulary": 1000, "layers": 2, "heads": 2, "hidden": 128, "intermediate": 512,
-         "batch": 8, "length": 128, "masked": 20, "dropout": 0.1}
+         "train": (8, 128), "dropout": 0.1}
 FORWARD_LENGTHS = (1024, 2048)
 RANDOM_PRIMITIVES = ("random_bits", "threefry2x32", "rng_bit_generator")
-
-
-def training_batch(sizes):
-    """`(x, y)` of a BERT pretraining batch: every token real, `masked` predictions per row."""
-    import numpy as np
-
-    rng = np.random.default_rng(0)
-    batch, length, masked = sizes["batch"], sizes["length"], sizes["masked"]
-    x = {"token_ids": rng.integers(5, sizes["vocabulary"], (batch, length)).astype("int32"),
-         "segment_ids": np.zeros((batch, length), "int32"),
-         "padding_mask": np.ones((batch, length), "int32"),
-         "mask_positions": np.sort(rng.choice(np.arange(1, length), (batch, masked)), axis=1).astype("int32")}
-    y = {"mask_ids": rng.integers(5, sizes["vocabulary"], (batch, masked)).astype("int32"),
-         "mask_weights": np.ones((batch, masked), "float32"),
-         "pair_labels": rng.integers(0, 2, (batch,)).astype("int32")}
-    return x, y
 
 
 def kbert_model(sizes):
@@ -76,7 +62,7 @@ def kbert_model(sizes):
         dropout=sizes["dropout"], dtype="mixed_bfloat16")
     model = BertPretrainer(encoder, pair_objective="nsp")
     model.compile(optimizer=create_optimizer("adamw", 1e-4, total_steps=1000, warmup_steps=10))
-    x, y = training_batch(sizes)
+    x, y = pretraining_batch(sizes)
     return model, (x, y, None)
 
 
@@ -100,10 +86,8 @@ def keras_hub_model(sizes):
     model.compile(optimizer=optimizer,
                   loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
                   weighted_metrics=[keras.metrics.SparseCategoricalAccuracy()])
-    x, y = training_batch(sizes)
-    x.pop("segment_ids")
-    return model, ({**x, "segment_ids": training_batch(sizes)[0]["segment_ids"]},
-                   y["mask_ids"], y["mask_weights"])
+    x, y = pretraining_batch(sizes)
+    return model, (x, y["mask_ids"], y["mask_weights"])
 
 
 def compiled_step(model, data):
@@ -133,7 +117,8 @@ def jaxpr_counts(jaxpr, sizes):
     import jax.extend
 
     counts = collections.Counter()
-    scores = (sizes["batch"], sizes["heads"], sizes["length"], sizes["length"])
+    batch, length = sizes["train"]
+    scores = (batch, sizes["heads"], length, length)
     for equation in _equations(jaxpr.jaxpr, jax):
         name = equation.primitive.name
         inputs = [str(v.aval.dtype) for v in equation.invars if hasattr(v.aval, "dtype")]
@@ -173,7 +158,8 @@ def hlo_counts(hlo_text, sizes):
     counted as "score buffers", by dtype.
     """
     counts = collections.Counter()
-    scores = f"[{sizes['batch']},{sizes['heads']},{sizes['length']},{sizes['length']}]"
+    batch, length = sizes["train"]
+    scores = f"[{batch},{sizes['heads']},{length},{length}]"
     fused = False
     for line in hlo_text.splitlines():
         if line.endswith("{") and not line.startswith(" "):
