@@ -710,7 +710,7 @@ def jax_dropout_prng():
     dropout mask, attention probabilities included). `philox4x32` makes four
     words from 10 rounds of multiplications and gives the same bits on CPU,
     GPU and TPU (JAX's `jax.random` documentation); one bert_base layer's
-    attention-probability dropout runs 2.3–3.7× faster than threefry's on
+    attention-probability dropout runs 2–4× faster than threefry's on
     this project's CPU (`benchmarks/jax_step_anatomy.py`). But JAX 0.10
     cannot partition its `mulhi` over a sharded batch (the compilation
     fails), so under a `keras.distribution` it is refused. `rbg` and
