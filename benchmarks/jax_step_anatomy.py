@@ -24,7 +24,8 @@ as Keras' JAX trainer jits it) on the CPU, and counts:
 Each is printed for kbert with the PRNG its dropout uses by default
 (`philox4x32`), for kbert with `KBERT_JAX_DROPOUT_PRNG=threefry` (Keras'
 `Dropout`, what kbert drew before) and `=rbg`, and for keras-hub. A third
-table times one dropout with each PRNG here. The
+table times one dropout with each PRNG here, and checks that each draws over
+a batch sharded on 4 CPU devices the mask it draws on one. The
 counts do not depend on the weights (random) or on timing; they depend on
 the XLA version and the platform (CPU here: a GPU fuses differently and
 may lower threefry to a kernel). A second table compiles a dense
@@ -263,6 +264,41 @@ def dropout_seconds(prng, shape=(16, 12, 128, 128), repeats=5):
     return float(np.median(times))
 
 
+def sharded_dropout():
+    """`{prng: "same mask" | "other mask" | "fails (...)"}`: one dropout over a batch sharded on 4
+    CPU devices, against the same dropout on one device (in a child process: the devices are set
+    before JAX starts)."""
+    import json
+    import subprocess
+
+    env = {**os.environ, "XLA_FLAGS": "--xla_force_host_platform_device_count=4", "KERAS_BACKEND": "jax"}
+    child = subprocess.run([sys.executable, os.path.abspath(__file__), "--sharded-dropout"], env=env,
+                           capture_output=True, text=True, check=True)
+    return json.loads(child.stdout.strip().splitlines()[-1])
+
+
+def _sharded_dropout_child():
+    import json
+
+    import jax
+    import numpy as np
+    from jax.sharding import NamedSharding, PartitionSpec
+
+    from kbert.backend_utils import JAX_DROPOUT_PRNGS, jax_dropout
+
+    x = jax.numpy.ones((8, 4, 16, 16), "bfloat16")
+    sharded = jax.device_put(x, NamedSharding(jax.make_mesh((4,), ("batch",)), PartitionSpec("batch")))
+    seed, results = np.array([3, 5], "uint32"), {}
+    for prng in JAX_DROPOUT_PRNGS:
+        draw = jax.jit(lambda x, seed, prng=prng: jax_dropout(x, 0.1, seed, prng).astype("float32"))
+        try:
+            same = np.array_equal(np.asarray(draw(x, seed)), np.asarray(draw(sharded, seed)))
+            results[prng] = "same mask" if same else "other mask"
+        except Exception as error:  # a PRNG that does not compile sharded is a result
+            results[prng] = f"fails ({type(error).__name__})"
+    print(json.dumps(results))
+
+
 def table(columns):
     """A Markdown table: one row per count, one column per system, and kbert's ratio to keras-hub."""
     names = list(columns)
@@ -286,7 +322,10 @@ def _row_order(key):
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--results", default=RESULTS)
+    parser.add_argument("--sharded-dropout", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    if args.sharded_dropout:
+        return _sharded_dropout_child()
     import jax
     import keras
 
@@ -312,7 +351,9 @@ def main(argv=None):
              + "\n".join(f"| {prng}{' (Keras Dropout)' if prng == 'threefry' else ''} | "
                          f"{value * 1e3:.1f} | {seconds['threefry'] / value:.2f} |"
                          for prng, value in seconds.items())
-             + f"\n\nOn {jax.default_backend()}; a GPU's ratios are for `benchmarks/accelerator.py`.")
+             + f"\n\nOn {jax.default_backend()}; a GPU's ratios are for `benchmarks/accelerator.py`.\n\n"
+             "Over a batch sharded on 4 CPU devices, against one device: "
+             + ", ".join(f"{prng}: {result}" for prng, result in sharded_dropout().items()) + ".")
     config = ", ".join(f"{k}={v}" for k, v in SIZES.items())
     text = (f"# JAX training step anatomy\n\n`KERAS_BACKEND=jax python benchmarks/jax_step_anatomy.py`\n\n"
             f"JAX {jax.__version__}, Keras {keras.__version__}, platform {jax.default_backend()}; "
