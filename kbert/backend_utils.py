@@ -244,7 +244,9 @@ def fused_attention(query, key, value, mask, scale, dropout_rate=0.0, bias=None,
     i` (top-left aligned, as a prompt at the start of a cache needs); without
     a `mask` or `bias` this reaches the kernel as its `is_causal` flag, no
     mask tensor at all, so PyTorch's flash kernel stays eligible (as it does
-    with no mask, when nothing is padded).
+    with no mask, when nothing is padded). On JAX a mask or bias reaches
+    Keras' attention at the scores' full lengths, which cuDNN's flash kernel
+    takes on a GPU (`_scores_long_bias`).
 
     >>> import numpy as np
     >>> q = np.ones((1, 3, 2, 4), "float32")
