@@ -244,7 +244,9 @@ def fused_attention(query, key, value, mask, scale, dropout_rate=0.0, bias=None,
     i` (top-left aligned, as a prompt at the start of a cache needs); without
     a `mask` or `bias` this reaches the kernel as its `is_causal` flag, no
     mask tensor at all, so PyTorch's flash kernel stays eligible (as it does
-    with no mask, when nothing is padded).
+    with no mask, when nothing is padded). On JAX a mask or bias reaches
+    Keras' attention at the scores' full lengths, which cuDNN's flash kernel
+    takes on a GPU (`_scores_long_bias`).
 
     >>> import numpy as np
     >>> q = np.ones((1, 3, 2, 4), "float32")
@@ -268,6 +270,8 @@ def fused_attention(query, key, value, mask, scale, dropout_rate=0.0, bias=None,
             bias = keras.ops.where(mask, 0.0 if bias is None else keras.ops.cast(bias, "float32"), masked)
         if bias is not None:
             bias = keras.ops.cast(bias, query.dtype)
+            if keras.backend.backend() == "jax":
+                bias = _scores_long_bias(bias, query.shape[1], key.shape[1])
         return keras.ops.dot_product_attention(query, key, value, bias=bias, scale=scale,
                                                is_causal=causal)
     import torch
@@ -286,6 +290,24 @@ def fused_attention(query, key, value, mask, scale, dropout_rate=0.0, bias=None,
         query, key, value, attn_mask=bias, dropout_p=dropout_rate, scale=scale, is_causal=causal
     )
     return torch.transpose(context, 1, 2)
+
+
+def _scores_long_bias(bias, query_length, key_length):
+    """`bias` (4-D) broadcast to the scores' `(query_length, key_length)` in its last two axes. JAX only.
+
+    On a GPU, Keras' JAX `dot_product_attention` takes cuDNN's flash kernel
+    only where JAX's `check_layout` accepts the bias, and that wants both
+    lengths in full: a padding mask's `(batch, 1, 1, keys)` bias sends it
+    to XLA's attention, which materializes the scores in float32 (25 GB for
+    bert_base at 16,384 tokens). Broadcast, the bias costs `batch ×
+    query_length × key_length` values (8 MB for a 256 × 128 bf16 batch).
+    """
+    import keras
+
+    shape = (1,) * (4 - len(bias.shape)) + tuple(bias.shape)
+    if shape[2:] == (query_length, key_length):
+        return bias
+    return keras.ops.broadcast_to(bias, (*shape[:2], query_length, key_length))
 
 
 def constant_tensors(owner, key, make):
@@ -674,3 +696,71 @@ def value_and_gradients(fn, xs):
         for x, g in zip(xs, gradients)
     ]
     return float(keras.ops.convert_to_numpy(value)), gradients
+
+
+JAX_DROPOUT_PRNGS = ("threefry", "philox4x32", "rbg", "unsafe_rbg")
+
+
+def jax_dropout_prng():
+    """The PRNG kbert's dropout draws its bits from on JAX, one of `JAX_DROPOUT_PRNGS`.
+
+    `KBERT_JAX_DROPOUT_PRNG` names it; unset, it is `philox4x32`, or
+    `threefry` under a `keras.distribution`. `threefry` is JAX's default
+    and what Keras' `Dropout` draws: 20 rounds of 32-bit integer arithmetic
+    per pair of words (rolled into a loop on the CPU), and a bert_base
+    training step of 256 × 128 tokens draws 1.23 billion words (every
+    dropout mask, attention probabilities included). `philox4x32` makes four
+    words from 10 rounds of multiplications and gives the same bits on CPU,
+    GPU and TPU (JAX's `jax.random` documentation); one bert_base layer's
+    attention-probability dropout runs 2–4× faster than threefry's on
+    this project's CPU (`benchmarks/jax_step_anatomy.py`). But JAX 0.10
+    cannot partition its `mulhi` over a sharded batch (the compilation
+    fails), so under a `keras.distribution` it is refused. `rbg` and
+    `unsafe_rbg` draw from XLA's `RngBitGenerator` (the fastest on TPU, per
+    JAX's documentation; their bits differ by platform). JAX's global
+    `jax_default_prng_impl` cannot make this choice: Keras hands JAX raw
+    two-word threefry keys, which an `rbg` default rejects.
+
+    >>> jax_dropout_prng() in JAX_DROPOUT_PRNGS
+    True
+    """
+    import keras
+
+    distributed = keras.distribution.distribution() is not None
+    choice = os.environ.get("KBERT_JAX_DROPOUT_PRNG")
+    if choice is None:
+        return "threefry" if distributed else "philox4x32"
+    if choice not in JAX_DROPOUT_PRNGS:
+        raise ValueError(f"KBERT_JAX_DROPOUT_PRNG must be one of {JAX_DROPOUT_PRNGS}; "
+                         f"received {choice!r}.")
+    if choice == "philox4x32" and distributed:
+        raise ValueError("KBERT_JAX_DROPOUT_PRNG=philox4x32 does not compile under a "
+                         "keras.distribution (JAX cannot partition it); use threefry, rbg or unsafe_rbg.")
+    return choice
+
+
+def jax_dropout(x, rate, seed, prng):
+    """Inverted dropout of `x` at `rate`, its mask drawn with JAX's `prng` implementation. JAX only.
+
+    `seed` is a Keras seed (two `uint32` words, as a `SeedGenerator` gives):
+    the key itself of `threefry` and `philox4x32`; `rbg`'s four words are
+    drawn from it through threefry (as JAX seeds an `rbg` key). The same
+    seed drops the same entries. Kept
+    entries are scaled by `1 / (1 - rate)`, as Keras' `Dropout` does.
+
+    >>> out = jax_dropout(np.ones((2, 3), "float32"), 0.5, np.array([0, 7], "uint32"), "philox4x32")
+    >>> sorted(set(np.asarray(out).ravel().tolist())) in ([0.0, 2.0], [0.0], [2.0])
+    True
+    """
+    import jax
+    import jax.numpy as jnp
+
+    seed = jnp.asarray(seed, "uint32")
+    impl = "threefry2x32" if prng == "threefry" else prng
+    key_shape = jax.random.key_data(jax.random.key(0, impl=impl)).shape
+    if key_shape != seed.shape:  # rbg's 4 words, from the seed through threefry
+        seed = jax.random.bits(jax.random.wrap_key_data(seed, impl="threefry2x32"), key_shape, jnp.uint32)
+    key = jax.random.wrap_key_data(seed, impl=impl)
+    keep = 1.0 - rate
+    kept = jax.random.bernoulli(key, keep, jnp.shape(x))
+    return jax.lax.select(kept, x / keep, jnp.zeros_like(x))

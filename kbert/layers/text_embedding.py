@@ -3,6 +3,7 @@ from keras import ops
 
 from kbert.arguments import non_negative_int, positive_int, positive_number, probability
 from kbert.input_checks import check_ids_in_range
+from kbert.layers.dropout import apply_dropout
 from kbert.layers.fused_dense import FusedDense
 from kbert.layers.layer_normalization import LayerNormalization
 from kbert.layers.position_embedding import PositionEmbedding
@@ -150,7 +151,7 @@ class TextEmbedding(keras.layers.Layer):
             check_ids_in_range(segment_ids, self.num_segments, "Segment id")
             x = x + self.segment_embedding(segment_ids)
         x = self.layer_norm(x)
-        x = self.dropout_layer(x, training=training)
+        x = apply_dropout(self.dropout_layer, x, training)
         if self.projection is not None:
             x = self.projection(x)
         return x

@@ -1,7 +1,9 @@
 import keras
 import numpy as np
-from helpers import to_numpy
+import pytest
+from helpers import BACKEND, to_numpy
 
+from kbert.backend_utils import JAX_DROPOUT_PRNGS, jax_dropout, jax_dropout_prng
 from kbert.layers.dropout import apply_dropout
 
 
@@ -17,3 +19,59 @@ def test_training_drops_and_rescales():
     keras.utils.set_random_seed(0)
     values = to_numpy(apply_dropout(keras.layers.Dropout(0.5), keras.ops.ones((64, 64)), training=True))
     assert set(np.unique(values)) == {0.0, 2.0}
+
+
+def test_the_layer_seed_generator_advances_as_in_keras_dropout():
+    """Two calls draw two different masks and leave the seed generator where Keras' own calls do."""
+    ours, keras_own = keras.layers.Dropout(0.5, seed=3), keras.layers.Dropout(0.5, seed=3)
+    x = keras.ops.ones((16, 16))
+    first, second = (to_numpy(apply_dropout(ours, x, training=True)) for _ in range(2))
+    for _ in range(2):
+        keras_own(x, training=True)
+    assert not np.array_equal(first, second)
+    np.testing.assert_array_equal(to_numpy(ours.seed_generator.state), to_numpy(keras_own.seed_generator.state))
+
+
+@pytest.mark.skipif(BACKEND != "jax", reason="the dropout PRNG is chosen on JAX only")
+@pytest.mark.parametrize("prng", JAX_DROPOUT_PRNGS)
+def test_each_jax_prng_drops_at_the_rate_and_repeats_a_seed(prng, monkeypatch):
+    """A quarter of 4,096 entries dropped (±4 standard deviations), kept ones scaled by 4/3; a seed
+    gives the same mask again, another seed another mask; the program's keys are of `prng`, and
+    of threefry only where asked for or where an rbg key is seeded."""
+    import jax
+
+    monkeypatch.setenv("KBERT_JAX_DROPOUT_PRNG", prng)
+    x = keras.ops.ones((64, 64))
+    draw = lambda seed: to_numpy(jax_dropout(x, 0.25, np.array([seed, 1], "uint32"), prng))  # noqa: E731
+    values = draw(0)
+    assert set(np.unique(values)) == {0.0, np.float32(1 / 0.75)}
+    assert abs((values == 0).mean() - 0.25) < 4 * np.sqrt(0.25 * 0.75 / values.size)
+    np.testing.assert_array_equal(values, draw(0))
+    assert not np.array_equal(values, draw(1))
+    layer = keras.layers.Dropout(0.25)
+    step = str(jax.make_jaxpr(lambda x: apply_dropout(layer, x, training=True))(x))
+    impl = "threefry2x32" if prng == "threefry" else prng
+    assert str(jax.random.key(0, impl=impl).dtype) in step  # the key type the bits are drawn with
+    assert ("key<fry>" in step) == (prng != "philox4x32")  # rbg keys are seeded through threefry
+
+
+@pytest.mark.skipif(BACKEND != "jax", reason="the dropout PRNG is chosen on JAX only")
+def test_an_unknown_jax_prng_is_named(monkeypatch):
+    monkeypatch.setenv("KBERT_JAX_DROPOUT_PRNG", "mersenne")
+    with pytest.raises(ValueError, match="KBERT_JAX_DROPOUT_PRNG must be one of"):
+        apply_dropout(keras.layers.Dropout(0.5), keras.ops.ones((2, 2)), training=True)
+
+
+@pytest.mark.skipif(BACKEND != "jax", reason="the dropout PRNG is chosen on JAX only")
+def test_a_keras_distribution_draws_threefry_bits(monkeypatch):
+    """Philox's bits do not partition over a sharded batch in JAX 0.10: threefry (partitionable,
+    the same mask as on one device) by default under a distribution, and Philox refused."""
+    import jax
+
+    monkeypatch.delenv("KBERT_JAX_DROPOUT_PRNG", raising=False)
+    assert jax_dropout_prng() == "philox4x32"
+    with keras.distribution.DataParallel(devices=jax.devices()[:1]).scope():
+        assert jax_dropout_prng() == "threefry"
+        monkeypatch.setenv("KBERT_JAX_DROPOUT_PRNG", "philox4x32")
+        with pytest.raises(ValueError, match="does not compile under a keras.distribution"):
+            jax_dropout_prng()
