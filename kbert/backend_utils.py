@@ -221,6 +221,12 @@ def masked_score(dtype):
     return -0.7 * float(np.finfo(np.float16 if dtype == "float16" else np.float32).max)
 
 
+# JAX's own cuDNN attention masks bf16 scores with -2**41, not a value near bf16's limit: cuDNN
+# mishandles the difference of two such values (`get_large_negative_number` in
+# jax/_src/cudnn/fused_attention_stablehlo.py). A padding bias reaches cuDNN on a GPU.
+CUDNN_BFLOAT16_MASKED_SCORE = -float(2**41)
+
+
 def fused_attention(query, key, value, mask, scale, dropout_rate=0.0, bias=None,
                     key_value_heads_first=False, causal=False):
     """Softmax attention in the backend's fused kernel, in Keras' `(batch, length, heads, head_dim)` layout.
@@ -267,6 +273,8 @@ def fused_attention(query, key, value, mask, scale, dropout_rate=0.0, bias=None,
         if key_value_heads_first:
             key, value = (keras.ops.transpose(x, (0, 2, 1, 3)) for x in (key, value))
         if mask is not None:  # additive and finite, so a row with every key masked stays finite
+            if keras.backend.backend() == "jax" and dtype_name(query) == "bfloat16":
+                masked = CUDNN_BFLOAT16_MASKED_SCORE
             bias = keras.ops.where(mask, 0.0 if bias is None else keras.ops.cast(bias, "float32"), masked)
         if bias is not None:
             bias = keras.ops.cast(bias, query.dtype)
