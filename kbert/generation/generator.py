@@ -12,9 +12,10 @@ The loop is XLA-compiled on TensorFlow and JAX (`compile_loop`); on PyTorch
 it stays a Python loop under `torch.no_grad`, whose per-step model call is
 compiled by `torch.compile` with `jit_compile=True` (`torch_compiled_method`).
 The loop never reads a key/value cache again after passing it to the model,
-so the subclasses ask for `cache_write="in_place"`: on PyTorch the layers
-then write each step's keys and values into the caches instead of copying
-them (XLA reuses the loop's buffers on TensorFlow and JAX anyway).
+so it runs inside `kbert.torch_fast_paths.in_place_cache_writes()`: on
+PyTorch's fast path the layers then write each step's keys and values into
+the caches instead of copying them (XLA reuses the loop's buffers on
+TensorFlow and JAX anyway).
 """
 
 import functools
@@ -24,6 +25,7 @@ import keras
 import numpy as np
 from keras import ops
 
+from kbert import torch_fast_paths
 from kbert.arguments import number, one_of, positive_int, positive_number
 from kbert.input_checks import check_ids_in_range, checked_upstream
 from kbert.generation.samplers import (
@@ -199,7 +201,7 @@ class Generator:
         would read ids back to the host at every step.
         """
         tensors = [ops.convert_to_tensor(np.asarray(x, "int32")) for x in inputs]
-        with checked_upstream():
+        with checked_upstream(), torch_fast_paths.in_place_cache_writes():
             tokens, seed_state = self._function(self.seed_generator.state.value, *tensors)
         self.seed_generator.state.assign(seed_state)
         return np.asarray(ops.convert_to_numpy(tokens), "int32")

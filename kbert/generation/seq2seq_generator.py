@@ -116,9 +116,7 @@ class Seq2SeqGenerator(Generator):
         def next_logits(index, tokens, caches):
             if self.use_cache:
                 current = ops.expand_dims(ops.take(tokens, index, axis=1), 1)
-                return self._decode_step(
-                    current, index, caches, cross_caches, padding_mask, cache_write="in_place"
-                )
+                return self._decode_step(current, index, caches, cross_caches, padding_mask)
             decoder_ids = tokens[:, :steps]
             logits = model.decode(
                 decoder_ids, ops.ones_like(decoder_ids), encoder_outputs, padding_mask
