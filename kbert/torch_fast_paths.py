@@ -27,7 +27,8 @@ import weakref
 _SWITCH = os.environ.get("KBERT_FAST_PATHS", "1")
 if _SWITCH not in ("0", "1"):
     raise ValueError(f"KBERT_FAST_PATHS must be 0 or 1; received {_SWITCH!r}.")
-_STATE = {"on": _SWITCH == "1", "in_place_cache_writes": False}
+# `positions`: the last cache write's `(index, steps, positions)`, see `write_cache`.
+_STATE = {"on": _SWITCH == "1", "in_place_cache_writes": False, "positions": None}
 
 # Keras is imported inside the functions: `kbert/__init__` imports this module
 # (through `kbert.backend_utils`) before Keras.
@@ -83,6 +84,7 @@ def in_place_cache_writes():
         yield
     finally:
         _STATE["in_place_cache_writes"] = saved
+        _STATE["positions"] = None
 
 
 def writes_caches_in_place():
@@ -95,14 +97,53 @@ def writes_caches_in_place():
 
 
 def write_cache(cache, keys, values, index):
-    """`cache` `(batch, heads, 2, length, key_dim)` with `keys` and `values` `(batch, heads, steps,
-    key_dim)` written in place from position `index` (an int or a scalar tensor); returns `cache`."""
+    """`keys` and `values` `(batch, heads, steps, key_dim)` written in place into `cache` `(batch,
+    heads, 2, length, key_dim)` from position `index`; returns the cache's key and value halves.
+
+    `index` is a Python int or a scalar tensor. The positions written are
+    made once for all the layers of a step: each layer gets the same `index`
+    tensor, and the positions of the last one are kept.
+    """
     import torch
 
-    positions = torch.arange(keys.shape[2], device=cache.device) + index
+    steps = keys.shape[2]
+    last = _STATE["positions"]
+    if last is not None and last[0] is index and last[1] == steps:
+        positions = last[2]
+    elif isinstance(index, int):
+        positions = torch.arange(index, index + steps, device=cache.device)
+    else:
+        positions = index.reshape(1) if steps == 1 else torch.arange(steps, device=cache.device) + index
+        positions = positions.long()  # `index_copy_` takes int64 positions only
+        _STATE["positions"] = (index, steps, positions)
+    halves = []
     for slot, update in enumerate((keys, values)):
-        cache[:, :, slot].index_copy_(2, positions, update.to(cache.dtype))
-    return cache
+        half = cache[:, :, slot]  # each taken after the previous write (autograd's view rules)
+        halves.append(half.index_copy_(2, positions, update.to(cache.dtype)))
+    return halves
+
+
+def write_column(buffer, column, values):
+    """`values` `(rows,)` written in place into column `column` (a scalar tensor) of `buffer` `(rows, columns)`.
+
+    A decoding loop's own token buffer, which it never reads again after
+    writing: Keras' `slice_update` builds the index grid and copies the buffer
+    (17 operators a step, against 3).
+    """
+    buffer.index_copy_(1, column.reshape(1).long(), values.unsqueeze(1))
+    return buffer
+
+
+def take_indices(x, indices, axis):
+    """`torch.index_select` along `axis` of `indices` (a scalar taken as one index; more axes through
+    a flat view): Keras' `take` wraps negative indices first (4 more operators)."""
+    import torch
+
+    x, indices = _torch_tensor(x), _torch_tensor(indices)
+    if indices.dim() <= 1:
+        return torch.index_select(x, axis, indices if indices.dim() == 1 else indices.reshape(1))
+    taken = torch.index_select(x, axis, indices.reshape(-1))
+    return taken.view(*x.shape[:axis], *indices.shape, *x.shape[axis + 1:])
 
 
 def attention(query, key, value, bias, scale, dropout_rate, key_value_heads_first, causal, mask=None,
@@ -125,16 +166,70 @@ def attention(query, key, value, bias, scale, dropout_rate, key_value_heads_firs
     query = torch.transpose(query, 1, 2)
     if not key_value_heads_first:
         key, value = (torch.transpose(x, 1, 2) for x in (key, value))
+    bias = None if bias is None else _torch_tensor(bias)
     if mask is not None:
-        if bias is None:
-            bias = torch.zeros((), dtype=torch.float32, device=query.device)
-        bias = torch.where(_torch_tensor(mask), _torch_tensor(bias).float(), masked)
-    if bias is not None:
-        bias = _torch_tensor(bias).to(query.dtype)
+        mask = _torch_tensor(mask)
+        bias = memoized("additive_mask", mask, (bias, masked, query.dtype),
+                        lambda: _additive_mask(mask, bias, masked, query.dtype))
+    elif bias is not None:
+        bias = bias.to(query.dtype)
     context = torch.nn.functional.scaled_dot_product_attention(
         query, key, value, attn_mask=bias, dropout_p=dropout_rate, scale=scale, is_causal=causal
     )
     return torch.transpose(context, 1, 2)
+
+
+def _additive_mask(mask, bias, masked, dtype):
+    """`bias` (or 0) where `mask` is True, `masked` elsewhere, computed in float32, returned as `dtype`."""
+    import torch
+
+    if bias is None:
+        bias = torch.zeros((), dtype=torch.float32, device=mask.device)
+    return torch.where(mask, bias.float(), masked).to(dtype)
+
+
+def as_bool(mask):
+    """`mask` (0/1) as bool, converted once for all the layers that get the same mask (see `memoized`)."""
+    mask = _torch_tensor(mask)
+    return memoized("bool", mask, (), lambda: mask.bool())
+
+
+def memoized(kind, tensor, extras, make):
+    """`make()`, a function of `tensor` and `extras`, computed once for the layers of a call.
+
+    Every attention layer of a forward or a decoding step turns the same
+    mask into the same additive bias (transformers builds it once, before
+    the layers); here the first layer's result is kept and the next layers'
+    calls with the same view of the same tensor, unchanged since (its
+    version counter), and the same `extras` (tensors by identity) get it.
+    It is kept while the tensor that owns `tensor`'s memory lives (the
+    step's or the call's mask), one result per `kind` and owner. Not where
+    an extra needs gradients (the result would hold its graph), under
+    `torch.compile`, or on the "meta" device (no memory to tell tensors apart).
+    """
+    import torch
+
+    if (tensor.device.type == "meta" or torch.compiler.is_compiling()
+            or any(isinstance(e, torch.Tensor) and e.requires_grad for e in extras)):
+        return make()
+    owner = tensor if tensor._base is None else tensor._base
+    slot = _MEMO.get((kind, id(owner)))
+    if slot is None or slot[0]() is not owner:
+        key = (kind, id(owner))
+        slot = (weakref.ref(owner, lambda _, key=key: _MEMO.pop(key, None)), {})
+        _MEMO[key] = slot
+    view = (tensor.storage_offset(), tuple(tensor.shape), tensor.stride(), tensor._version,
+            tuple(e._version if isinstance(e, torch.Tensor) else e for e in extras))
+    kept = slot[1].get(view)
+    if kept is not None and all(a is b or not isinstance(a, torch.Tensor) for a, b in zip(kept[0], extras)):
+        return kept[1]
+    result = make()
+    slot[1].clear()
+    slot[1][view] = (extras, result)
+    return result
+
+
+_MEMO = {}  # (kind, id(owner)) -> (weak reference to the owner, {view: (extras, result)})
 
 
 def kept_constants(owner, key, make):

@@ -89,3 +89,52 @@ def test_few_row_inference_copies_no_slice_of_a_parameter():
         outputs = dense(x, variable.value[:, :3], None)
     np.testing.assert_allclose(to_numpy(outputs), x @ stored[:, :3], atol=1e-5, rtol=0)
     assert id(variable.value) not in torch_fast_paths._LINEAR_WEIGHTS
+
+
+@pytest.mark.skipif(BACKEND != "torch", reason="the fast paths are PyTorch's")
+def test_a_memoized_conversion_is_shared_by_views_and_redone_after_a_change():
+    """The layers of one call share a mask's conversion; a mask changed in place, another view, or
+    another extra tensor is converted afresh; nothing is kept once the mask is gone."""
+    import torch
+
+    calls = []
+
+    def convert(mask):
+        calls.append(1)
+        return mask.float() * 2.0
+
+    mask = torch.tensor([[0, 1, 1]])
+    first = torch_fast_paths.memoized("test", mask[:, None], (), lambda: convert(mask))
+    again = torch_fast_paths.memoized("test", mask[:, None], (), lambda: convert(mask))
+    assert again is first and len(calls) == 1
+    mask[0, 0] = 1  # in place: its version changes
+    changed = torch_fast_paths.memoized("test", mask[:, None], (), lambda: convert(mask))
+    assert changed.tolist() == [[2.0, 2.0, 2.0]] and len(calls) == 2
+    torch_fast_paths.memoized("test", mask[:, None, :2], (), lambda: convert(mask))  # another view
+    torch_fast_paths.memoized("test", mask[:, None, :2], (torch.zeros(1),), lambda: convert(mask))
+    assert len(calls) == 4
+    key = ("test", id(mask))
+    assert key in torch_fast_paths._MEMO
+    del mask
+    assert key not in torch_fast_paths._MEMO
+
+
+@pytest.mark.skipif(BACKEND != "torch", reason="the fast paths are PyTorch's")
+def test_a_column_and_cache_writes_in_place_equal_numpy():
+    import torch
+
+    buffer = torch.zeros((2, 4), dtype=torch.int32)
+    written = torch_fast_paths.write_column(buffer, torch.tensor(2, dtype=torch.int32),
+                                            torch.tensor([5, 6], dtype=torch.int32))
+    assert written is buffer and buffer.tolist() == [[0, 0, 5, 0], [0, 0, 6, 0]]
+    rng = np.random.default_rng(8)
+    cache, keys, values = (rng.standard_normal(shape).astype("float32")
+                           for shape in ((2, 3, 2, 5, 4), (2, 3, 2, 4), (2, 3, 2, 4)))
+    expected = cache.copy()
+    expected[:, :, 0, 1:3], expected[:, :, 1, 1:3] = keys, values
+    tensor = torch.tensor(cache)
+    with torch_fast_paths.in_place_cache_writes():
+        halves = torch_fast_paths.write_cache(tensor, torch.tensor(keys), torch.tensor(values),
+                                              torch.tensor(1, dtype=torch.int32))
+    np.testing.assert_array_equal(tensor.numpy(), expected)
+    np.testing.assert_array_equal(np.stack([h.numpy() for h in halves], axis=2), expected)

@@ -4,6 +4,7 @@ import numpy as np
 from keras import ops
 
 from kbert import torch_fast_paths
+from kbert.backend_utils import take_indices
 from kbert.generation.generator import Generator
 
 
@@ -113,7 +114,7 @@ class CausalLMGenerator(Generator):
         def next_logits(index, tokens, caches):
             position = last + index
             if self.use_cache:
-                current = ops.expand_dims(ops.take(tokens, position, axis=1), 1)
+                current = take_indices(tokens, position, axis=1)
                 logits, caches = self._step(current, mask, caches, position)
                 return logits[:, 0], caches
             return ops.take(model.decode(tokens, mask), position, axis=1), caches

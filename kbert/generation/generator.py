@@ -228,10 +228,10 @@ class Generator:
         # The step's constants as tensors made once: on eager PyTorch a Python
         # number or list in a step is a host-to-device copy at every step.
         pad_id, end_id = (ops.convert_to_tensor(i, "int32") for i in (self.pad_id, self.end_id))
-        first_column, column_step = (ops.convert_to_tensor(i, "int32") for i in ([0, offset], [0, 1]))
+        write_column = _column_writer(offset)
 
         def cond(index, tokens, caches, finished, scores, seed_state):
-            return ops.logical_and(index < steps, ops.logical_not(ops.all(finished)))
+            return ops.logical_not(ops.all(finished))  # at most `steps` steps: `maximum_iterations`
 
         def body(index, tokens, caches, finished, scores, seed_state):
             logits, caches = next_logits(index, tokens, caches)
@@ -247,14 +247,32 @@ class Generator:
                     temperature=self.temperature, top_k=self.top_k, top_p=self.top_p,
                 )
             next_ids = ops.where(finished, pad_id, ops.cast(next_ids, "int32"))
-            start = ops.add(first_column, ops.multiply(column_step, index))
-            tokens = ops.slice_update(tokens, start, ops.expand_dims(next_ids, 1))
+            tokens = write_column(tokens, index, next_ids)
             finished = ops.logical_or(finished, ops.equal(next_ids, end_id))
             return index + 1, tokens, caches, finished, scores, seed_state
 
         loop_vars = (ops.convert_to_tensor(0, "int32"), tokens, caches, finished, scores, seed_state)
-        _, tokens, _, _, scores, seed_state = ops.while_loop(cond, body, loop_vars)
+        _, tokens, _, _, scores, seed_state = ops.while_loop(cond, body, loop_vars, maximum_iterations=steps)
         tokens = tokens[:, offset : offset + steps]
         if beams > 1:
             tokens = best_beams(tokens, scores, beams, self.end_id, self.length_penalty)
         return tokens, seed_state
+
+
+def _column_writer(offset):
+    """`(tokens, index, ids) -> tokens` with `ids` `(rows,)` written at column `offset + index`.
+
+    On PyTorch's fast path in place (the loop never reads its buffer's old
+    value again), elsewhere `slice_update`, whose start is made of tensors
+    built once: on eager PyTorch a Python number or list in a step is a
+    host-to-device copy at every step.
+    """
+    if torch_fast_paths.active():
+        return lambda tokens, index, ids: torch_fast_paths.write_column(tokens, index + offset, ids)
+    first_column, column_step = (ops.convert_to_tensor(i, "int32") for i in ([0, offset], [0, 1]))
+
+    def write_column(tokens, index, ids):
+        start = ops.add(first_column, ops.multiply(column_step, index))
+        return ops.slice_update(tokens, start, ops.expand_dims(ids, 1))
+
+    return write_column

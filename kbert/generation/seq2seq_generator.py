@@ -13,6 +13,7 @@ are shared with `CausalLMGenerator` (`kbert.generation.generator`,
 
 from keras import ops
 
+from kbert.backend_utils import take_indices
 from kbert.generation.generator import Generator
 
 
@@ -115,7 +116,7 @@ class Seq2SeqGenerator(Generator):
 
         def next_logits(index, tokens, caches):
             if self.use_cache:
-                current = ops.expand_dims(ops.take(tokens, index, axis=1), 1)
+                current = take_indices(tokens, index, axis=1)
                 return self._decode_step(current, index, caches, cross_caches, padding_mask)
             decoder_ids = tokens[:, :steps]
             logits = model.decode(

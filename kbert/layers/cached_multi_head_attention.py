@@ -7,18 +7,19 @@ from kbert.layers.initializers import clone_initializer
 from kbert.layers.multi_head_attention import MultiHeadAttention, mask_heads, with_causal_mask
 
 def _write_cache(cache, keys, values, index):
-    """`cache` `(batch, heads, 2, length, key_dim)` with `keys` and `values` written from position `index`.
+    """`(cache, its keys, its values)`: `cache` `(batch, heads, 2, length, key_dim)` with `keys` and
+    `values` `(batch, heads, steps, key_dim)` written from position `index`, and its two halves.
 
-    `keys` and `values` are `(batch, heads, steps, key_dim)`. Inside
-    `kbert.torch_fast_paths.in_place_cache_writes()` (a decoding loop) on
-    PyTorch the cache itself is overwritten, where a functional update copies
-    the whole cache at every step; XLA (TensorFlow, JAX) already reuses a
-    loop's buffer, so elsewhere the update stays functional.
+    Inside `kbert.torch_fast_paths.in_place_cache_writes()` (a decoding loop)
+    on PyTorch the cache itself is overwritten, where a functional update
+    copies the whole cache at every step; XLA (TensorFlow, JAX) already
+    reuses a loop's buffer, so elsewhere the update stays functional.
     """
     if torch_fast_paths.writes_caches_in_place():
-        return torch_fast_paths.write_cache(cache, keys, values, index)
+        return (cache, *torch_fast_paths.write_cache(cache, keys, values, index))
     update = ops.cast(ops.stack([keys, values], axis=2), cache.dtype)
-    return ops.slice_update(cache, [0, 0, 0, index, 0], update)
+    cache = ops.slice_update(cache, [0, 0, 0, index, 0], update)
+    return cache, cache[:, :, 0], cache[:, :, 1]
 
 
 @keras.saving.register_keras_serializable(package="kbert")
@@ -146,23 +147,18 @@ class CachedMultiHeadAttention(MultiHeadAttention):
                 "cache must have shape (batch, heads, 2, cache_length, key_dim); "
                 f"received shape {tuple(cache.shape)}."
             )
-        if cache_update_index is not None:
-            cache = _write_cache(cache, *self._project(key, value), cache_update_index)
-        context = self._attend_to_cache(q, cache, mask, attention_bias, training, causal)
+        if cache_update_index is None:
+            keys, values = cache[:, :, 0], cache[:, :, 1]
+        else:
+            cache, keys, values = _write_cache(cache, *self._project(key, value), cache_update_index)
+        # The heads-first halves reach the kernel as strided views (no copy on PyTorch).
+        context = self.attend(q, keys, values, mask=mask, training=training, bias=attention_bias,
+                              key_value_heads_first=True, causal=causal)
         return self._output(context, head_mask), cache
 
     def _output(self, context, head_mask):
         """The output projection of the heads' `context`, each scaled by its `head_mask` entry."""
         return self.output_dense(self.merge_heads(mask_heads(self, context, head_mask)))
-
-    def _attend_to_cache(self, query, cache, mask, bias, training, causal=False):
-        """Attention of `query` `(batch, length, heads, key_dim)` to a cache's keys and values.
-
-        The key and value slices of the heads-first cache reach the kernel
-        as strided views (`fused_attention` takes them without a copy on PyTorch).
-        """
-        return self.attend(query, cache[:, :, 0], cache[:, :, 1], mask=mask, training=training,
-                           bias=bias, key_value_heads_first=True, causal=causal)
 
     def compute_output_spec(self, query, value=None, key=None, *args, cache=None,
                             return_probabilities=False, **kwargs):

@@ -4,6 +4,7 @@ import keras
 from keras import ops
 
 from kbert.arguments import positive_int, probability
+from kbert.backend_utils import take_indices
 from kbert.input_checks import ids, mask
 from kbert.layers.attention_mask import causal_padding_mask
 from kbert.layers.dropout import apply_dropout
@@ -202,7 +203,7 @@ class GPT2(Backbone):
         if padding_mask is None:  # nothing padded: the blocks' causal rule (a flag at index 0)
             positions, attention_mask = columns[None, :], None
         else:
-            positions = ops.take(position_ids(padding_mask), columns, axis=1)
+            positions = take_indices(position_ids(padding_mask), columns, axis=1)
             attention_mask = causal_padding_mask(padding_mask, length, offset=index)
         x = self._embed(token_ids, positions, training=False)
         updated = []
