@@ -405,7 +405,7 @@ def take_rows(table, ids):
 
 
 def take_indices(x, indices, axis):
-    """`keras.ops.take(x, indices, axis)` for int indices in range, except that a scalar index keeps the axis (as `[index]`).
+    """`keras.ops.take(x, indices, axis)` for int indices in range; a scalar index keeps the axis (as `[index]`).
 
     One `index_select` on PyTorch's fast path, where Keras' `take` wraps
     negative indices first (4 more operators, each a kernel launch on a GPU).

@@ -99,19 +99,22 @@ def test_a_memoized_conversion_is_shared_by_views_and_redone_after_a_change():
 
     calls = []
 
-    def convert(mask):
-        calls.append(1)
-        return mask.float() * 2.0
+    def conversion(mask):
+        def convert():
+            calls.append(1)
+            return mask.float() * 2.0
+
+        return convert
 
     mask = torch.tensor([[0, 1, 1]])
-    first = torch_fast_paths.memoized("test", mask[:, None], (), lambda: convert(mask))
-    again = torch_fast_paths.memoized("test", mask[:, None], (), lambda: convert(mask))
+    first = torch_fast_paths.memoized("test", mask[:, None], (), conversion(mask))
+    again = torch_fast_paths.memoized("test", mask[:, None], (), conversion(mask))
     assert again is first and len(calls) == 1
     mask[0, 0] = 1  # in place: its version changes
-    changed = torch_fast_paths.memoized("test", mask[:, None], (), lambda: convert(mask))
+    changed = torch_fast_paths.memoized("test", mask[:, None], (), conversion(mask))
     assert changed.tolist() == [[2.0, 2.0, 2.0]] and len(calls) == 2
-    torch_fast_paths.memoized("test", mask[:, None, :2], (), lambda: convert(mask))  # another view
-    torch_fast_paths.memoized("test", mask[:, None, :2], (torch.zeros(1),), lambda: convert(mask))
+    torch_fast_paths.memoized("test", mask[:, None, :2], (), conversion(mask))  # another view
+    torch_fast_paths.memoized("test", mask[:, None, :2], (torch.zeros(1),), conversion(mask))
     assert len(calls) == 4
     key = ("test", id(mask))
     assert key in torch_fast_paths._MEMO
