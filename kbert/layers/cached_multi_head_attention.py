@@ -6,6 +6,7 @@ from kbert.layers.attention_mask import merge_attention_masks
 from kbert.layers.initializers import clone_initializer
 from kbert.layers.multi_head_attention import MultiHeadAttention, mask_heads, with_causal_mask
 
+
 def _write_cache(cache, keys, values, index):
     """`(cache, its keys, its values)`: `cache` `(batch, heads, 2, length, key_dim)` with `keys` and
     `values` `(batch, heads, steps, key_dim)` written from position `index`, and its two halves.
@@ -38,7 +39,8 @@ class CachedMultiHeadAttention(MultiHeadAttention):
     keys and values of `value` are written at that position
     (`keras.ops.slice_update`, static shapes; in place on PyTorch inside
     `kbert.torch_fast_paths.in_place_cache_writes()`, which decoding loops
-    enter: they never read a cache again after passing it on) and the query attends to the whole updated cache
+    enter: they never read a cache again after passing it on) and the query
+    attends to the whole updated cache
     (mask the positions not written yet with `attention_mask`); without it the
     cache is used as it is (cross-attention to an encoder output projected
     once with `compute_cache`).
