@@ -5,18 +5,18 @@ kbert needs that to validate values (ids inside the vocabulary) only where they
 can be read without breaking compilation. Each backend gets one branch here.
 
 It also holds the few hot operations (`dense`, `fused_attention`, `reshape`,
-`rms_normalization`) that call PyTorch directly: on eager PyTorch, Keras'
-per-call dispatch (a search for symbolic tensors, shape and dtype checks)
-costs 5–100 µs an op, more than the op itself in a decoding step. TensorFlow
-and JAX trace them once, through `keras.ops`.
+`rms_normalization`, …) in their backend-neutral form, `keras.ops` code; on
+PyTorch each asks `kbert.torch_fast_paths` for its fast path first (which
+its off switch, `KBERT_FAST_PATHS=0`, turns off).
 """
 
 import contextlib
 import importlib
 import os
-import weakref
 
 import numpy as np
+
+from kbert import torch_fast_paths
 
 # Keras is imported inside the functions: `kbert/__init__` must be able to
 # import this module before Keras (and with it TensorFlow) is loaded.
@@ -188,6 +188,36 @@ def host_numpy(value):
     return keras.ops.convert_to_numpy(value)
 
 
+def framework_random_state():
+    """What random draws outside Keras' `SeedGenerator`s depend on, as NumPy: PyTorch's generator (its dropout).
+
+    Empty on TensorFlow and JAX, whose random draws all go through Keras' seeds.
+
+    >>> framework_random_state().dtype
+    dtype('uint8')
+    """
+    import keras
+
+    if keras.backend.backend() != "torch":
+        return np.zeros(0, np.uint8)
+    import torch
+
+    return torch.get_rng_state().numpy()
+
+
+def set_framework_random_state(state):
+    """Restore what `framework_random_state` returned (a no-op on TensorFlow and JAX).
+
+    >>> set_framework_random_state(framework_random_state())
+    """
+    import keras
+
+    if keras.backend.backend() == "torch":
+        import torch
+
+        torch.set_rng_state(torch.from_numpy(state))
+
+
 def fused_attention_supports(dtype):
     """Whether `keras.ops.dot_product_attention` compiles for inputs of `dtype` here.
 
@@ -235,14 +265,10 @@ def fused_attention(query, key, value, mask, scale, dropout_rate=0.0, bias=None,
     `mask` is bool, broadcastable to `(batch, heads, query_length,
     key_length)`, True where a key is attended (or None); `bias` (T5's
     relative position bias, or None) is float, broadcastable to the same
-    shape. On PyTorch this calls
-    `torch.nn.functional.scaled_dot_product_attention` on transposed views,
-    as transformers does: `keras.ops.dot_product_attention` copies query, key
-    and value into contiguous `(batch, heads, length, head_dim)` tensors
-    first, and its output then needs a fourth copy to merge the heads (48
-    copies of a 3 MB tensor per bert_base forward). PyTorch's kernel also
-    takes `dropout_rate` (on the probabilities, from PyTorch's generator, as
-    Keras' unseeded dropout draws on PyTorch); on TensorFlow and JAX,
+    shape. The PyTorch fast path (`kbert.torch_fast_paths.attention`) calls
+    `scaled_dot_product_attention` on transposed views without copies, and
+    also takes `dropout_rate` (on the probabilities, from PyTorch's
+    generator, as Keras' unseeded dropout draws on PyTorch); elsewhere
     `keras.ops.dot_product_attention` has no dropout and `dropout_rate` must be 0.
     With `key_value_heads_first`, `key` and `value` come as `(batch, heads,
     length, head_dim)` (a key/value cache's layout), which PyTorch's kernel
@@ -267,37 +293,23 @@ def fused_attention(query, key, value, mask, scale, dropout_rate=0.0, bias=None,
         lower = keras.ops.tril(keras.ops.ones((rows, columns), "bool"))
         mask = lower if mask is None else keras.ops.logical_and(mask, lower)
         causal = False
-    if keras.backend.backend() != "torch":
-        if dropout_rate:
-            raise ValueError("fused_attention takes a dropout rate only on PyTorch.")
-        if key_value_heads_first:
-            key, value = (keras.ops.transpose(x, (0, 2, 1, 3)) for x in (key, value))
-        if mask is not None:  # additive and finite, so a row with every key masked stays finite
-            if keras.backend.backend() == "jax" and dtype_name(query) == "bfloat16":
-                masked = CUDNN_BFLOAT16_MASKED_SCORE
-            bias = keras.ops.where(mask, 0.0 if bias is None else keras.ops.cast(bias, "float32"), masked)
-        if bias is not None:
-            bias = keras.ops.cast(bias, query.dtype)
-            if keras.backend.backend() == "jax":
-                bias = _scores_long_bias(bias, query.shape[1], key.shape[1])
-        return keras.ops.dot_product_attention(query, key, value, bias=bias, scale=scale,
-                                               is_causal=causal)
-    import torch
-
-    query, key, value = (_torch_tensor(x) for x in (query, key, value))
-    query = torch.transpose(query, 1, 2)
-    if not key_value_heads_first:
-        key, value = (torch.transpose(x, 1, 2) for x in (key, value))
-    if mask is not None:
-        if bias is None:
-            bias = torch.zeros((), dtype=torch.float32, device=query.device)
-        bias = torch.where(_torch_tensor(mask), _torch_tensor(bias).float(), masked)
+    if torch_fast_paths.active():
+        return torch_fast_paths.attention(query, key, value, bias, scale, dropout_rate,
+                                          key_value_heads_first, causal, mask, masked)
+    if dropout_rate:
+        raise ValueError("fused_attention takes a dropout rate only on PyTorch's fast path.")
+    if key_value_heads_first:
+        key, value = (keras.ops.transpose(x, (0, 2, 1, 3)) for x in (key, value))
+    jax_backend = keras.backend.backend() == "jax"
+    if mask is not None:  # additive and finite, so a row with every key masked stays finite
+        if jax_backend and dtype_name(query) == "bfloat16":
+            masked = CUDNN_BFLOAT16_MASKED_SCORE
+        bias = keras.ops.where(mask, 0.0 if bias is None else keras.ops.cast(bias, "float32"), masked)
     if bias is not None:
-        bias = _torch_tensor(bias).to(query.dtype)
-    context = torch.nn.functional.scaled_dot_product_attention(
-        query, key, value, attn_mask=bias, dropout_p=dropout_rate, scale=scale, is_causal=causal
-    )
-    return torch.transpose(context, 1, 2)
+        bias = keras.ops.cast(bias, query.dtype)
+        if jax_backend:
+            bias = _scores_long_bias(bias, query.shape[1], key.shape[1])
+    return keras.ops.dot_product_attention(query, key, value, bias=bias, scale=scale, is_causal=causal)
 
 
 def _scores_long_bias(bias, query_length, key_length):
@@ -324,8 +336,8 @@ def constant_tensors(owner, key, make):
     On eager PyTorch each conversion of host data is a host-to-device copy,
     which on a GPU waits for the stream; a layer's index tables (BigBird's
     key blocks, Longformer's window) are the same at every call of the same
-    shape, so they are kept, weakly keyed by `owner`, under `key` (the shapes
-    they depend on). Traced (TensorFlow, JAX, `torch.compile`) they are
+    shape, so the fast path keeps them, weakly keyed by `owner`, under `key`
+    (the shapes they depend on). Traced (TensorFlow, JAX, `torch.compile`) they are
     converted at each trace, as constants of the program.
 
     >>> layer = type("Layer", (), {})()
@@ -334,29 +346,13 @@ def constant_tensors(owner, key, make):
     """
     import keras
 
-    eager_torch = keras.backend.backend() == "torch" and not _torch_compiling()
-    kept = _CONSTANTS.setdefault(owner, {}) if eager_torch else {}
-    if key in kept:
-        return kept[key]
-    tensors = tuple(keras.ops.convert_to_tensor(array) for array in make())
-    # Keras infers output shapes on PyTorch by calling layers on the "meta"
-    # device: tensors made there hold no values and are not kept.
-    if eager_torch and all(tensor.device.type != "meta" for tensor in tensors):
-        kept[key] = tensors
-    return tensors
-
-
-def _torch_compiling():
-    import torch
-
-    return torch.compiler.is_compiling()
-
-
-_CONSTANTS = weakref.WeakKeyDictionary()  # owner -> {key: tensors}
+    if torch_fast_paths.active():
+        return torch_fast_paths.kept_constants(owner, key, make)
+    return tuple(keras.ops.convert_to_tensor(array) for array in make())
 
 
 def clip(x, low, high):
-    """`keras.ops.clip(x, low, high)` for Python-number bounds, which on PyTorch stay numbers.
+    """`keras.ops.clip(x, low, high)` for Python-number bounds, which on PyTorch's fast path stay numbers.
 
     Keras' PyTorch `clip` turns each bound into a tensor (a host-to-device
     copy at every call, every step of an LSTM); `torch.clamp` takes them as
@@ -367,36 +363,9 @@ def clip(x, low, high):
     """
     import keras
 
-    if keras.backend.backend() == "torch":
-        import torch
-
-        return torch.clamp(_torch_tensor(x), float(low), float(high))
+    if torch_fast_paths.active():
+        return torch_fast_paths.clip(x, low, high)
     return keras.ops.clip(x, low, high)
-
-
-def torch_fused_adam(variables, gradients, momentums, velocities, step, learning_rate, betas, epsilon):
-    """One Adam update of every variable in PyTorch's fused kernel, in place. PyTorch only.
-
-    The kernel is `torch.optim.Adam(fused=True)`'s: one pass over each
-    tensor instead of Keras' chain of `torch._foreach_*` calls, which on the
-    CPU run tensor by tensor with a temporary per stage (1.1 s against 0.04 s
-    for a bert_base update on 2 cores). Its rule: `m ← β1·m + (1−β1)·g`,
-    `v ← β2·v + (1−β2)·g²`, `w ← w − lr/(1−β1ᵗ) · m / (√v/√(1−β2ᵗ) + ε)`.
-    `step` is `t`, a float32 scalar tensor; the kernel takes one list per
-    device and dtype, so variables are grouped by both.
-    """
-    import torch
-
-    groups = {}
-    for tensors in zip(variables, gradients, momentums, velocities):
-        groups.setdefault((tensors[0].device, tensors[0].dtype), []).append(tensors)
-    for group in groups.values():
-        params, grads, exp_avgs, exp_avg_sqs = (list(tensors) for tensors in zip(*group))
-        torch._fused_adam_(
-            params, grads, exp_avgs, exp_avg_sqs, [], [step] * len(params),
-            lr=learning_rate, beta1=betas[0], beta2=betas[1], weight_decay=0.0, eps=epsilon,
-            amsgrad=False, maximize=False,
-        )
 
 
 def torch_compiled_training_step(step, optimizer, variables):
@@ -432,11 +401,11 @@ def dense(inputs, kernel, bias, kernel_transposed=False):
     """`inputs @ kernel + bias` (`bias` may be None), with the bias added inside the matmul on PyTorch.
 
     Keras' `Dense` adds its bias in a second pass over the output; PyTorch's
-    `linear` folds it into the matmul (`addmm`), which saves that pass: about
-    1.5% of a bert_base forward on the CPU. TensorFlow and JAX fuse the add
-    under XLA anyway. With `kernel_transposed`, `kernel` is stored `(out, in)`
-    (an embedding table as the output projection) and the product is
-    `inputs @ kernelᵀ`.
+    `addmm` folds it into the matmul (`kbert.torch_fast_paths.dense`), which
+    saves that pass: about 1.5% of a bert_base forward on the CPU. TensorFlow
+    and JAX fuse the add under XLA anyway. With `kernel_transposed`, `kernel`
+    is stored `(out, in)` (an embedding table as the output projection) and
+    the product is `inputs @ kernelᵀ`.
 
     >>> import numpy as np
     >>> x, w, b = np.ones((2, 3), "float32"), np.ones((3, 4), "float32"), np.arange(4.0, dtype="float32")
@@ -445,19 +414,8 @@ def dense(inputs, kernel, bias, kernel_transposed=False):
     """
     import keras
 
-    if keras.backend.backend() == "torch":
-        import torch
-
-        # `mm`/`addmm` on a 2-D view with an `(in, out)` operand, as transformers'
-        # `Conv1D`: `linear` would add a transposed view of each weight per call.
-        inputs, kernel = _torch_tensor(inputs), _torch_tensor(kernel)
-        operand = matmul_operand(inputs, kernel, kernel_transposed)
-        flat = inputs if inputs.dim() == 2 else inputs.reshape(-1, inputs.shape[-1])
-        if bias is None:
-            outputs = torch.mm(flat, operand)
-        else:
-            outputs = torch.addmm(_torch_tensor(bias), flat, operand)
-        return outputs if inputs.dim() == 2 else outputs.view(*inputs.shape[:-1], operand.shape[1])
+    if torch_fast_paths.active():
+        return torch_fast_paths.dense(inputs, kernel, bias, kernel_transposed)
     if kernel_transposed:
         kernel = keras.ops.transpose(kernel)
     outputs = keras.ops.matmul(inputs, kernel)
@@ -465,108 +423,58 @@ def dense(inputs, kernel, bias, kernel_transposed=False):
 
 
 def take_rows(table, ids):
-    """`keras.ops.take(table, ids, axis=0)` for ids in range: one `embedding` operator on PyTorch.
-
-    Keras' PyTorch `take` wraps negative indices first (4 more operators a
-    call, each a kernel launch on a GPU); kbert checks its ids are in range
-    where it reads them (`kbert.input_checks`).
+    """`keras.ops.take(table, ids, axis=0)` for ids in range: one `embedding` operator on PyTorch's fast path.
 
     >>> np.asarray(take_rows(np.eye(3, dtype="float32"), np.array([2, 0]))).tolist()
     [[0.0, 0.0, 1.0], [1.0, 0.0, 0.0]]
     """
     import keras
 
-    if keras.backend.backend() != "torch":
-        return keras.ops.take(table, ids, axis=0)
-    import torch
-
-    ids = _torch_tensor(ids)
-    if ids.dtype not in (torch.int32, torch.int64):
-        ids = ids.to(torch.int32)
-    return torch.nn.functional.embedding(ids, _torch_tensor(table))
+    if torch_fast_paths.active():
+        return torch_fast_paths.take_rows(table, ids)
+    return keras.ops.take(table, ids, axis=0)
 
 
-FEW_ROWS = 16
-WIDE_OUTPUT = 8192
+def take_indices(x, indices, axis):
+    """`keras.ops.take(x, indices, axis)` for int indices in range; a scalar index keeps the axis (as `[index]`).
 
+    One `index_select` on PyTorch's fast path, where Keras' `take` wraps
+    negative indices first (4 more operators, each a kernel launch on a GPU).
 
-def matmul_operand(inputs, kernel, kernel_transposed=False):
-    """The `(in, out)` right operand of `inputs @ kernel`, laid out as a few-row matmul reads it fastest. PyTorch only.
-
-    `kernel` is stored `(in, out)`, or `(out, in)` with `kernel_transposed`
-    (an embedding table as the output projection). The operand is a view of
-    `kernel`, except in eager inference on at most `FEW_ROWS` rows (a
-    decoding step), where reading the weight is all the time a matmul takes
-    and its layout matters: a layer's kernel is read as a contiguous `(out,
-    in)`, a vocabulary projection (more than `WIDE_OUTPUT` outputs) as a
-    contiguous `(in, out)`. Reading weights from memory, a matmul of 8 rows
-    on this project's 2-core CPU (MKL) read t5_small's 512 × 2048 kernel
-    10–20% faster as `(out, in)`, and the vocabulary projections of t5_small
-    (512 × 32128) and GPT-2 (768 × 50257) 20–50% faster as `(in, out)`; the
-    best layout is the CPU's to decide (GPT-2's 768-wide kernels read faster
-    `(in, out)` there), and `benchmarks/few_row_layouts.py` measures it.
-    Where a parameter is stored the other way, a transposed contiguous copy
-    is kept until the parameter changes, at the cost of its memory as long as
-    it lives; the operand made of it is kept too, so a call dispatches no
-    view of the weight.
+    >>> np.asarray(take_indices(np.arange(6).reshape(2, 3), np.array(2, "int32"), axis=1)).tolist()
+    [[2], [5]]
     """
-    import torch
+    import keras
 
-    operand = kernel.T if kernel_transposed else kernel
-    rows = inputs.numel() // max(inputs.shape[-1], 1)
-    if (rows > FEW_ROWS or not isinstance(kernel, torch.nn.Parameter) or kernel.dim() != 2
-            or torch.is_grad_enabled() or torch.compiler.is_compiling()):
-        return operand
-    wide = operand.shape[1] > WIDE_OUTPUT
-    if wide != kernel_transposed:  # stored as it is read best
-        return operand
-    return _transposed_operand(kernel, wide)
-
-
-def _transposed_operand(parameter, wide):
-    """The `(in, out)` operand read from a contiguous copy of `parameter.T`: the copy itself
-    (`wide`) or its transpose; cached until `parameter` changes or goes. PyTorch only."""
-    cached = _LINEAR_WEIGHTS.get(id(parameter))
-    if cached is None or cached[0]() is not parameter:
-        weakref.finalize(parameter, _LINEAR_WEIGHTS.pop, id(parameter), None)
-        cached = None
-    if cached is None or cached[1] != parameter._version:  # new, or updated in place since
-        copy = parameter.detach().T.contiguous()
-        cached = (weakref.ref(parameter), parameter._version, copy if wide else copy.T)
-        _LINEAR_WEIGHTS[id(parameter)] = cached
-    return cached[2]
-
-
-# id(parameter) -> (weak reference to it, its version when copied, the operand read from the copy)
-_LINEAR_WEIGHTS = {}
+    if torch_fast_paths.active():
+        return torch_fast_paths.take_indices(x, indices, axis)
+    if len(keras.ops.shape(indices)) == 0:
+        indices = keras.ops.reshape(indices, (1,))
+    return keras.ops.take(x, indices, axis=axis)
 
 
 def reshape(x, shape):
-    """`keras.ops.reshape(x, shape)`, without its per-call checks on eager PyTorch.
+    """`keras.ops.reshape(x, shape)`, without its per-call checks on PyTorch's fast path.
 
     On PyTorch `keras.ops.reshape` validates the shape and walks it for
-    symbolic tensors: about 100 µs a call, against 2 µs for `torch.reshape`,
-    which matters where a decoding step splits and merges heads dozens of
-    times. TensorFlow and JAX trace it once.
+    symbolic tensors, which matters where a decoding step splits and merges
+    heads dozens of times. TensorFlow and JAX trace it once.
 
     >>> tuple(reshape(np.ones((2, 6), "float32"), (2, 3, 2)).shape)
     (2, 3, 2)
     """
     import keras
 
-    if keras.backend.backend() == "torch":
-        import torch
-
-        return torch.reshape(_torch_tensor(x), tuple(shape))
+    if torch_fast_paths.active():
+        return torch_fast_paths.reshape(x, shape)
     return keras.ops.reshape(x, shape)
 
 
 def rms_normalization(x, scale, epsilon, dtype):
     """`x / sqrt(mean(x², last axis) + epsilon) · scale`, computed in float32 at least, returned as `dtype`.
 
-    `keras.ops.rms_normalization` and a cast, as Keras computes it (PyTorch's
-    fused `rms_norm` there), without Keras' per-call dtype resolution on
-    eager PyTorch (about 100 µs a call against 20 µs of work in a decoding step).
+    `keras.ops.rms_normalization` and a cast, as Keras computes it; PyTorch's
+    fast path calls its fused `rms_norm` without Keras' per-call dtype resolution.
 
     >>> x, scale = np.array([[3.0, 4.0]], "float32"), np.ones(2, "float32")
     >>> np.asarray(rms_normalization(x, scale, 0.0, "float32"), "float64").round(3).tolist()
@@ -574,21 +482,19 @@ def rms_normalization(x, scale, epsilon, dtype):
     """
     import keras
 
-    if keras.backend.backend() != "torch":
-        normalized = keras.ops.rms_normalization(x, scale, axis=-1, epsilon=epsilon)
-        return keras.ops.cast(normalized, dtype)
-    import torch
-
-    return _torch_normalization(torch.nn.functional.rms_norm, x, (scale,), epsilon, dtype)
+    if torch_fast_paths.active():
+        return torch_fast_paths.rms_normalization(x, scale, epsilon, dtype)
+    normalized = keras.ops.rms_normalization(x, scale, axis=-1, epsilon=epsilon)
+    return keras.ops.cast(normalized, dtype)
 
 
 def layer_normalization(x, gamma, beta, epsilon, dtype):
     """`(x − mean) / sqrt(variance + epsilon) · gamma + beta` over the last axis, returned as `dtype`.
 
-    `keras.ops.layer_normalization` (in float32 at least; PyTorch's fused
-    `layer_norm` there) and a cast, as Keras' `LayerNormalization` computes
-    it, without its per-call dtype resolution and argument conversions on
-    eager PyTorch (about 200 Python calls a call). `gamma` and `beta` may be None.
+    `keras.ops.layer_normalization` (in float32 at least) and a cast, as
+    Keras' `LayerNormalization` computes it; PyTorch's fast path calls its
+    fused `layer_norm` without Keras' per-call dtype resolution and argument
+    conversions. `gamma` and `beta` may be None.
 
     >>> x = np.array([[1.0, 3.0]], "float32")
     >>> np.asarray(layer_normalization(x, None, None, 0.0, "float32")).tolist()
@@ -596,54 +502,10 @@ def layer_normalization(x, gamma, beta, epsilon, dtype):
     """
     import keras
 
-    if keras.backend.backend() != "torch":
-        normalized = keras.ops.layer_normalization(x, gamma, beta, axis=-1, epsilon=epsilon)
-        return keras.ops.cast(normalized, dtype)
-    import torch
-
-    return _torch_normalization(torch.nn.functional.layer_norm, x, (gamma, beta), epsilon, dtype)
-
-
-def _torch_normalization(normalize, x, weights, epsilon, dtype):
-    """PyTorch's `normalize(x, (width,), *weights, epsilon)` over the last axis in float32 at
-    least (`weights` may hold None), returned as `dtype`. PyTorch only."""
-    import torch
-
-    x = _torch_tensor(x)
-    compute_dtype = x.dtype if x.dtype in (torch.float32, torch.float64) else torch.float32
-    weights = [None if w is None else _torch_tensor(w).to(compute_dtype) for w in weights]
-    # int(): a constant width when traced (the ONNX export of `kbert export`).
-    normalized = normalize(x.to(compute_dtype), (int(x.shape[-1]),), *weights, epsilon)
-    return normalized.to(torch_dtype(dtype))
-
-
-def _torch_tensor(x):
-    """`x` as a PyTorch tensor: itself, a Keras variable's value, or an array converted. PyTorch only.
-
-    Skips `keras.ops.convert_to_tensor`'s search for symbolic tensors (5–12 µs a
-    call) on the tensors and variables that kbert's layers pass on eager PyTorch.
-    """
-    import keras
-    import torch
-
-    if isinstance(x, torch.Tensor):
-        return x
-    if isinstance(x, keras.Variable):
-        return x.value
-    return keras.ops.convert_to_tensor(x)
-
-
-def torch_dtype(name):
-    """The PyTorch dtype of a Keras dtype name (cached per name). PyTorch only."""
-    if name not in _TORCH_DTYPES:
-        import keras
-        import torch
-
-        _TORCH_DTYPES[name] = getattr(torch, keras.backend.standardize_dtype(name))
-    return _TORCH_DTYPES[name]
-
-
-_TORCH_DTYPES = {}
+    if torch_fast_paths.active():
+        return torch_fast_paths.layer_normalization(x, gamma, beta, epsilon, dtype)
+    normalized = keras.ops.layer_normalization(x, gamma, beta, axis=-1, epsilon=epsilon)
+    return keras.ops.cast(normalized, dtype)
 
 
 def dtype_name(x):

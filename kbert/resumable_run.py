@@ -25,7 +25,7 @@ import time
 import keras
 import numpy as np
 
-from kbert.backend_utils import host_numpy
+from kbert.backend_utils import framework_random_state, host_numpy, set_framework_random_state
 
 RUN_FILE = "run.json"
 CHECKPOINT_FILE = "checkpoint.npz"
@@ -46,22 +46,6 @@ def _write_atomically(path, write):
         f.flush()
         os.fsync(f.fileno())
     os.replace(temporary, path)
-
-
-def _framework_random_state():
-    """What random draws outside Keras' `SeedGenerator`s depend on: PyTorch's generator (its dropout)."""
-    if keras.backend.backend() != "torch":
-        return np.zeros(0, np.uint8)
-    import torch
-
-    return torch.get_rng_state().numpy()
-
-
-def _set_framework_random_state(state):
-    if keras.backend.backend() == "torch":
-        import torch
-
-        torch.set_rng_state(torch.from_numpy(state))
 
 
 def check_output(output):
@@ -242,7 +226,7 @@ class ResumableRun(keras.callbacks.Callback):
 
     def on_train_batch_begin(self, batch, logs=None):
         if self._framework_state is not None:  # now: opening the data iterator draws from it (PyTorch)
-            _set_framework_random_state(self._framework_state)
+            set_framework_random_state(self._framework_state)
             self._framework_state = None
 
     def on_train_batch_end(self, batch, logs=None):
@@ -273,7 +257,7 @@ class ResumableRun(keras.callbacks.Callback):
 
     def _save(self):
         arrays = {f"v{i}": host_numpy(v) for i, v in enumerate(self._variables())}
-        arrays["framework_random_state"] = _framework_random_state()
+        arrays["framework_random_state"] = framework_random_state()
         state = {"step": self.step, "elapsed_seconds": self.elapsed_seconds(), "losses": self.losses}
         arrays["state"] = np.array(json.dumps(state))
         _write_atomically(self.checkpoint_path, lambda f: np.savez(f, **arrays))

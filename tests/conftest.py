@@ -10,8 +10,13 @@ Two things keep the suite's three runs (one per backend) short:
 - A test marked `@pytest.mark.backend_independent` (it does the same thing on
   every backend: reads files, parses code, starts a job that stops before Keras
   computes anything) runs in one run only, `INDEPENDENT_RUN`'s.
+
+A test marked `@pytest.mark.fast_paths_both_ways` (a parity check) runs twice
+on PyTorch, with `kbert.torch_fast_paths` on and off (ids `[fast_paths_on]`,
+`[fast_paths_off]`); the other backends have no fast paths and run it once.
 """
 
+import contextlib
 import importlib.util
 import os
 
@@ -22,6 +27,7 @@ import kbert  # noqa: E402, F401  (first of kbert: imports Keras with TensorFlow
 import keras  # noqa: E402
 import pytest  # noqa: E402
 
+from kbert import torch_fast_paths  # noqa: E402
 from kbert.backend_utils import quiet_import  # noqa: E402
 
 INDEPENDENT_RUN = "torch"
@@ -36,6 +42,22 @@ if importlib.util.find_spec("tensorflow") is not None:
 
 def pytest_configure(config):
     config.addinivalue_line("markers", "backend_independent: the test runs in one backend's run only")
+    config.addinivalue_line("markers", "fast_paths_both_ways: on PyTorch, run with the fast paths on and off")
+
+
+def pytest_generate_tests(metafunc):
+    if keras.backend.backend() == "torch" and metafunc.definition.get_closest_marker("fast_paths_both_ways"):
+        metafunc.fixturenames.append("fast_paths")
+        metafunc.parametrize("fast_paths", ["fast_paths_on", "fast_paths_off"])
+
+
+@pytest.fixture(autouse=True)
+def _fast_paths_switch(request):
+    """The PyTorch fast paths switched as a `fast_paths_both_ways` test's parameter says (see above)."""
+    callspec = getattr(request.node, "callspec", None)
+    setting = callspec.params.get("fast_paths") if callspec else None
+    with torch_fast_paths.switched(setting != "fast_paths_off") if setting else contextlib.nullcontext():
+        yield
 
 
 def pytest_collection_modifyitems(config, items):

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from helpers import BACKEND, compile_with_xla, to_numpy
 
-from kbert import backend_utils
+from kbert import torch_fast_paths
 from kbert.backend_utils import (
     dense,
     dtype_name,
@@ -120,6 +120,7 @@ def numpy_attention(query, key, value, mask, scale):
     return np.einsum("bnqk,bknh->bqnh", probabilities, value)
 
 
+@pytest.mark.fast_paths_both_ways
 def test_fused_attention_matches_numpy():
     """Masked softmax attention against NumPy, atol 1e-5 (float32), in Keras' head layout."""
     rng = np.random.default_rng(0)
@@ -130,13 +131,13 @@ def test_fused_attention_matches_numpy():
     np.testing.assert_allclose(to_numpy(context), numpy_attention(query, key, value, mask, 0.3), atol=1e-5)
 
 
-@pytest.mark.skipif(BACKEND == "torch", reason="PyTorch's kernel takes a dropout rate")
-def test_fused_attention_dropout_needs_torch():
+def test_fused_attention_dropout_needs_the_torch_fast_path():
     x = np.ones((1, 2, 1, 4), "float32")
-    with pytest.raises(ValueError, match="dropout rate only on PyTorch"):
+    with torch_fast_paths.switched(False), pytest.raises(ValueError, match="dropout rate only on PyTorch"):
         fused_attention(x, x, x, None, scale=0.5, dropout_rate=0.1)
 
 
+@pytest.mark.fast_paths_both_ways
 def test_fused_attention_adds_the_bias_under_the_mask():
     """T5's relative bias with a padding mask, against NumPy, atol 1e-5."""
     rng = np.random.default_rng(1)
@@ -152,6 +153,7 @@ def test_fused_attention_adds_the_bias_under_the_mask():
     np.testing.assert_allclose(to_numpy(context), expected, atol=1e-5)
 
 
+@pytest.mark.fast_paths_both_ways
 def test_fused_attention_takes_heads_first_keys_and_values():
     """A cache's `(batch, heads, length, head_dim)` keys and values give the Keras-layout result (atol 1e-6)."""
     rng = np.random.default_rng(3)
@@ -176,6 +178,7 @@ def test_dtype_name_of_tensors_and_arrays():
     assert dtype_name(np.ones(2, "int32")) == "int32"
 
 
+@pytest.mark.fast_paths_both_ways
 @pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
 def test_layer_normalization_matches_numpy_in_float32(dtype):
     """Statistics in float32 whatever the input dtype; the result cast to `dtype` (atol 1e-5, bfloat16 1e-2)."""
@@ -190,12 +193,14 @@ def test_layer_normalization_matches_numpy_in_float32(dtype):
     np.testing.assert_allclose(to_numpy(keras.ops.cast(outputs, "float32")), expected, atol=atol, rtol=0)
 
 
+@pytest.mark.fast_paths_both_ways
 def test_reshape_equals_numpy():
     x = np.arange(24.0, dtype="float32").reshape(2, 3, 4)
     for shape in [(2, 3, 2, 2), (6, 4), (2, -1)]:
         np.testing.assert_array_equal(to_numpy(reshape(keras.ops.convert_to_tensor(x), shape)), x.reshape(shape))
 
 
+@pytest.mark.fast_paths_both_ways
 @pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
 def test_rms_normalization_matches_numpy_in_float32(dtype):
     """Statistics in float32 whatever the input dtype; the result cast to `dtype` (atol 1e-6, bfloat16 1e-2)."""
@@ -210,6 +215,7 @@ def test_rms_normalization_matches_numpy_in_float32(dtype):
     np.testing.assert_allclose(to_numpy(keras.ops.cast(outputs, "float32")), expected, atol=atol)
 
 
+@pytest.mark.fast_paths_both_ways
 @pytest.mark.parametrize("kernel_transposed", [False, True])
 def test_dense_matches_numpy(kernel_transposed):
     """`inputs @ kernel + bias`, the kernel stored `(in, out)` or `(out, in)` (atol 1e-5)."""
@@ -218,41 +224,3 @@ def test_dense_matches_numpy(kernel_transposed):
     stored = kernel.T.copy() if kernel_transposed else kernel
     outputs = dense(x, keras.Variable(stored), bias, kernel_transposed=kernel_transposed)
     np.testing.assert_allclose(to_numpy(outputs), x @ kernel + bias, atol=1e-5, rtol=0)
-
-
-@pytest.mark.skipif(BACKEND != "torch", reason="the few-row layouts are PyTorch's")
-@pytest.mark.parametrize("kernel_transposed", [False, True])
-def test_few_row_inference_reads_a_wide_output_as_in_out(kernel_transposed):
-    """A decoding-sized matmul without gradients reads a vocabulary-wide weight `(in, out)`:
-    an `(out, in)` table through a cached transposed copy that follows `assign`, an `(in, out)`
-    kernel as it is (atol 1e-5 against NumPy)."""
-    import torch
-
-    rng = np.random.default_rng(6)
-    units = backend_utils.WIDE_OUTPUT + 1
-    x = rng.standard_normal((2, 1, 4)).astype("float32")
-    stored = rng.standard_normal((units, 4) if kernel_transposed else (4, units)).astype("float32")
-    variable = keras.Variable(stored)
-    with torch.no_grad():
-        for scale in (1.0, -2.0):
-            variable.assign(stored * scale)
-            kernel = stored.T * scale if kernel_transposed else stored * scale
-            outputs = dense(x, variable, None, kernel_transposed=kernel_transposed)
-            np.testing.assert_allclose(to_numpy(outputs), x @ kernel, atol=1e-5, rtol=0)
-    assert (id(variable.value) in backend_utils._LINEAR_WEIGHTS) == kernel_transposed
-
-
-@pytest.mark.skipif(BACKEND != "torch", reason="the few-row layouts are PyTorch's")
-def test_few_row_inference_copies_no_slice_of_a_parameter():
-    """A kernel that is a slice of a parameter is read as it is: no copy, and the product of
-    the slice (atol 1e-5 against NumPy)."""
-    import torch
-
-    rng = np.random.default_rng(7)
-    stored = rng.standard_normal((4, 6)).astype("float32")
-    variable = keras.Variable(stored)
-    x = rng.standard_normal((2, 1, 4)).astype("float32")
-    with torch.no_grad():
-        outputs = dense(x, variable.value[:, :3], None)
-    np.testing.assert_allclose(to_numpy(outputs), x @ stored[:, :3], atol=1e-5, rtol=0)
-    assert id(variable.value) not in backend_utils._LINEAR_WEIGHTS

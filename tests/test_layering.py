@@ -15,6 +15,7 @@ pytestmark = pytest.mark.backend_independent  # the same on every backend: one r
 ROOT = pathlib.Path(__file__).resolve().parents[1] / "kbert"
 
 LAYERS = (
+    {"torch_fast_paths"},
     {"arguments", "backend_utils"},
     {"input_checks", "serialization"},
     {"layers", "text"},

@@ -1,9 +1,10 @@
 """The decoding loop of decoder-only language models: prompts continued in one compiled loop."""
 
 import numpy as np
-import keras
 from keras import ops
 
+from kbert import torch_fast_paths
+from kbert.backend_utils import take_indices
 from kbert.generation.generator import Generator
 
 
@@ -89,7 +90,7 @@ class CausalLMGenerator(Generator):
         # fused kernel (no mask tensor). Read here, from the host's copy; only
         # PyTorch's loop runs eagerly: a traced loop would keep the first call's
         # answer for later prompts of the same shape.
-        self._unpadded_prompt = keras.backend.backend() == "torch" and bool(padding_mask.all())
+        self._unpadded_prompt = torch_fast_paths.active() and bool(padding_mask.all())
         return self._run(token_ids, padding_mask)
 
     def _generate(self, seed_state, token_ids, padding_mask):
@@ -107,14 +108,14 @@ class CausalLMGenerator(Generator):
             if last > 0:
                 prompt_mask = None if self._unpadded_prompt else mask
                 _, caches = model.call_with_cache(
-                    tokens[:, :last], prompt_mask, caches, 0, cache_write="in_place", logits=False
+                    tokens[:, :last], prompt_mask, caches, 0, logits=False
                 )
 
         def next_logits(index, tokens, caches):
             position = last + index
             if self.use_cache:
-                current = ops.expand_dims(ops.take(tokens, position, axis=1), 1)
-                logits, caches = self._step(current, mask, caches, position, cache_write="in_place")
+                current = take_indices(tokens, position, axis=1)
+                logits, caches = self._step(current, mask, caches, position)
                 return logits[:, 0], caches
             return ops.take(model.decode(tokens, mask), position, axis=1), caches
 

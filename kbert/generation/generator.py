@@ -12,9 +12,10 @@ The loop is XLA-compiled on TensorFlow and JAX (`compile_loop`); on PyTorch
 it stays a Python loop under `torch.no_grad`, whose per-step model call is
 compiled by `torch.compile` with `jit_compile=True` (`torch_compiled_method`).
 The loop never reads a key/value cache again after passing it to the model,
-so the subclasses ask for `cache_write="in_place"`: on PyTorch the layers
-then write each step's keys and values into the caches instead of copying
-them (XLA reuses the loop's buffers on TensorFlow and JAX anyway).
+so it runs inside `kbert.torch_fast_paths.in_place_cache_writes()`: on
+PyTorch's fast path the layers then write each step's keys and values into
+the caches instead of copying them (XLA reuses the loop's buffers on
+TensorFlow and JAX anyway).
 """
 
 import functools
@@ -24,6 +25,7 @@ import keras
 import numpy as np
 from keras import ops
 
+from kbert import torch_fast_paths
 from kbert.arguments import number, one_of, positive_int, positive_number
 from kbert.input_checks import check_ids_in_range, checked_upstream
 from kbert.generation.samplers import (
@@ -199,7 +201,7 @@ class Generator:
         would read ids back to the host at every step.
         """
         tensors = [ops.convert_to_tensor(np.asarray(x, "int32")) for x in inputs]
-        with checked_upstream():
+        with checked_upstream(), torch_fast_paths.in_place_cache_writes():
             tokens, seed_state = self._function(self.seed_generator.state.value, *tensors)
         self.seed_generator.state.assign(seed_state)
         return np.asarray(ops.convert_to_numpy(tokens), "int32")
@@ -226,10 +228,10 @@ class Generator:
         # The step's constants as tensors made once: on eager PyTorch a Python
         # number or list in a step is a host-to-device copy at every step.
         pad_id, end_id = (ops.convert_to_tensor(i, "int32") for i in (self.pad_id, self.end_id))
-        first_column, column_step = (ops.convert_to_tensor(i, "int32") for i in ([0, offset], [0, 1]))
+        write_column = _column_writer(offset)
 
         def cond(index, tokens, caches, finished, scores, seed_state):
-            return ops.logical_and(index < steps, ops.logical_not(ops.all(finished)))
+            return ops.logical_not(ops.all(finished))  # at most `steps` steps: `maximum_iterations`
 
         def body(index, tokens, caches, finished, scores, seed_state):
             logits, caches = next_logits(index, tokens, caches)
@@ -245,14 +247,32 @@ class Generator:
                     temperature=self.temperature, top_k=self.top_k, top_p=self.top_p,
                 )
             next_ids = ops.where(finished, pad_id, ops.cast(next_ids, "int32"))
-            start = ops.add(first_column, ops.multiply(column_step, index))
-            tokens = ops.slice_update(tokens, start, ops.expand_dims(next_ids, 1))
+            tokens = write_column(tokens, index, next_ids)
             finished = ops.logical_or(finished, ops.equal(next_ids, end_id))
             return index + 1, tokens, caches, finished, scores, seed_state
 
         loop_vars = (ops.convert_to_tensor(0, "int32"), tokens, caches, finished, scores, seed_state)
-        _, tokens, _, _, scores, seed_state = ops.while_loop(cond, body, loop_vars)
+        _, tokens, _, _, scores, seed_state = ops.while_loop(cond, body, loop_vars, maximum_iterations=steps)
         tokens = tokens[:, offset : offset + steps]
         if beams > 1:
             tokens = best_beams(tokens, scores, beams, self.end_id, self.length_penalty)
         return tokens, seed_state
+
+
+def _column_writer(offset):
+    """`(tokens, index, ids) -> tokens` with `ids` `(rows,)` written at column `offset + index`.
+
+    On PyTorch's fast path in place (the loop never reads its buffer's old
+    value again), elsewhere `slice_update`, whose start is made of tensors
+    built once: on eager PyTorch a Python number or list in a step is a
+    host-to-device copy at every step.
+    """
+    if torch_fast_paths.active():
+        return lambda tokens, index, ids: torch_fast_paths.write_column(tokens, index + offset, ids)
+    first_column, column_step = (ops.convert_to_tensor(i, "int32") for i in ([0, offset], [0, 1]))
+
+    def write_column(tokens, index, ids):
+        start = ops.add(first_column, ops.multiply(column_step, index))
+        return ops.slice_update(tokens, start, ops.expand_dims(ids, 1))
+
+    return write_column

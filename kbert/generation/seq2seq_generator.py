@@ -13,6 +13,7 @@ are shared with `CausalLMGenerator` (`kbert.generation.generator`,
 
 from keras import ops
 
+from kbert.backend_utils import take_indices
 from kbert.generation.generator import Generator
 
 
@@ -115,10 +116,8 @@ class Seq2SeqGenerator(Generator):
 
         def next_logits(index, tokens, caches):
             if self.use_cache:
-                current = ops.expand_dims(ops.take(tokens, index, axis=1), 1)
-                return self._decode_step(
-                    current, index, caches, cross_caches, padding_mask, cache_write="in_place"
-                )
+                current = take_indices(tokens, index, axis=1)
+                return self._decode_step(current, index, caches, cross_caches, padding_mask)
             decoder_ids = tokens[:, :steps]
             logits = model.decode(
                 decoder_ids, ops.ones_like(decoder_ids), encoder_outputs, padding_mask

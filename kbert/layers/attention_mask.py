@@ -3,6 +3,7 @@ mask into a score bias, and the masked score."""
 
 from keras import ops
 
+from kbert import torch_fast_paths
 from kbert.backend_utils import dtype_name, masked_score
 
 # Stand-in for -inf on masked attention scores and logits. kbert applies it to
@@ -45,8 +46,13 @@ def merge_attention_masks(padding_mask=None, attention_mask=None):
 
 
 def _as_bool(mask):
-    """`mask` as bool, without a cast (a Keras call per attention layer) where it is bool already."""
-    return mask if dtype_name(mask) == "bool" else ops.cast(mask, "bool")
+    """`mask` as bool, without a cast (a Keras call per attention layer) where it is bool already
+    (on PyTorch's fast path, once for all the layers that get the same mask)."""
+    if dtype_name(mask) == "bool":
+        return mask
+    if torch_fast_paths.active() and ops.is_tensor(mask):  # not a symbolic KerasTensor
+        return torch_fast_paths.as_bool(mask)
+    return ops.cast(mask, "bool")
 
 
 def fold_padding_mask(bias, padding_mask):
@@ -132,8 +138,12 @@ def causal_padding_mask(padding_mask, query_length=None, offset=0):
     >>> ops.convert_to_numpy(mask).astype(int).tolist()
     [[[1, 0, 0], [0, 1, 0], [0, 1, 1]]]
     """
-    ones = ops.ones_like(padding_mask, dtype="int32")
-    key_positions = ops.cumsum(ones, axis=1) - ones  # not `- 1`: see `kbert.models.gpt2.position_ids`
+    key_length = padding_mask.shape[1]
+    if query_length is None or key_length is None:
+        ones = ops.ones_like(padding_mask, dtype="int32")  # a length known only when run
+        key_positions = ops.cumsum(ones, axis=1) - ones  # not `- 1`: see `kbert.models.gpt2.position_ids`
+    else:
+        key_positions = ops.arange(key_length, dtype="int32")[None, :]
     if query_length is None:
         query_positions = key_positions
     else:

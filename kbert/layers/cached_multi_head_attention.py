@@ -1,30 +1,26 @@
 import keras
 from keras import ops
 
+from kbert import torch_fast_paths
 from kbert.layers.attention_mask import merge_attention_masks
 from kbert.layers.initializers import clone_initializer
 from kbert.layers.multi_head_attention import MultiHeadAttention, mask_heads, with_causal_mask
 
-CACHE_WRITES = ("functional", "in_place")
 
+def _write_cache(cache, keys, values, index):
+    """`(cache, its keys, its values)`: `cache` `(batch, heads, 2, length, key_dim)` with `keys` and
+    `values` `(batch, heads, steps, key_dim)` written from position `index`, and its two halves.
 
-def _write_cache(cache, keys, values, index, cache_write):
-    """`cache` `(batch, heads, 2, length, key_dim)` with `keys` and `values` written from position `index`.
-
-    `keys` and `values` are `(batch, heads, steps, key_dim)`.
-    `cache_write="in_place"` overwrites `cache` itself on PyTorch, where a
-    functional update copies the whole cache at every step; XLA (TensorFlow,
-    JAX) already reuses a loop's buffer, so elsewhere the update stays functional.
+    Inside `kbert.torch_fast_paths.in_place_cache_writes()` (a decoding loop)
+    on PyTorch the cache itself is overwritten, where a functional update
+    copies the whole cache at every step; XLA (TensorFlow, JAX) already
+    reuses a loop's buffer, so elsewhere the update stays functional.
     """
-    if cache_write == "in_place" and keras.backend.backend() == "torch":
-        import torch
-
-        positions = torch.arange(keys.shape[2], device=cache.device) + index
-        for slot, update in enumerate((keys, values)):
-            cache[:, :, slot].index_copy_(2, positions, update.to(cache.dtype))
-        return cache
+    if torch_fast_paths.writes_caches_in_place():
+        return (cache, *torch_fast_paths.write_cache(cache, keys, values, index))
     update = ops.cast(ops.stack([keys, values], axis=2), cache.dtype)
-    return ops.slice_update(cache, [0, 0, 0, index, 0], update)
+    cache = ops.slice_update(cache, [0, 0, 0, index, 0], update)
+    return cache, cache[:, :, 0], cache[:, :, 1]
 
 
 @keras.saving.register_keras_serializable(package="kbert")
@@ -41,8 +37,10 @@ class CachedMultiHeadAttention(MultiHeadAttention):
     projected keys and values, heads first so that each head's keys and values
     reach the attention kernel as strided views, without a copy. With `cache_update_index`, the
     keys and values of `value` are written at that position
-    (`keras.ops.slice_update`, static shapes; in place on PyTorch with
-    `cache_write="in_place"`) and the query attends to the whole updated cache
+    (`keras.ops.slice_update`, static shapes; in place on PyTorch inside
+    `kbert.torch_fast_paths.in_place_cache_writes()`, which decoding loops
+    enter: they never read a cache again after passing it on) and the query
+    attends to the whole updated cache
     (mask the positions not written yet with `attention_mask`); without it the
     cache is used as it is (cross-attention to an encoder output projected
     once with `compute_cache`).
@@ -61,11 +59,6 @@ class CachedMultiHeadAttention(MultiHeadAttention):
         attention_bias: float, broadcastable to `(batch, heads, query_length, key_length)`.
         cache: `(batch, heads, 2, cache_length, key_dim)`, or None.
         cache_update_index: int or scalar tensor: where `value`'s keys/values go.
-        cache_write: `"functional"` (default) returns an updated copy of the
-            cache; `"in_place"` lets the layer overwrite the given cache, for a
-            decoding loop that never reads a cache again after passing it on
-            (the layer does so on PyTorch, whose functional update copies the
-            whole cache every step; XLA reuses a loop's buffer anyway).
         head_mask: optional `(heads,)` or `(batch, heads)` factors on each
             head's output, as in `MultiHeadAttention`.
         causal: query `i` attends only keys `j <= i` (counted from the first
@@ -128,10 +121,8 @@ class CachedMultiHeadAttention(MultiHeadAttention):
             )
 
     def call(self, query, value=None, key=None, padding_mask=None, attention_mask=None, attention_bias=None,
-             cache=None, cache_update_index=None, cache_write="functional", training=None,
+             cache=None, cache_update_index=None, training=None,
              return_probabilities=False, head_mask=None, causal=False):
-        if cache_write not in CACHE_WRITES:
-            raise ValueError(f"cache_write must be one of {CACHE_WRITES}; received {cache_write!r}.")
         value = query if value is None else value
         key = value if key is None else key
         mask = merge_attention_masks(padding_mask, attention_mask)
@@ -158,23 +149,18 @@ class CachedMultiHeadAttention(MultiHeadAttention):
                 "cache must have shape (batch, heads, 2, cache_length, key_dim); "
                 f"received shape {tuple(cache.shape)}."
             )
-        if cache_update_index is not None:
-            cache = _write_cache(cache, *self._project(key, value), cache_update_index, cache_write)
-        context = self._attend_to_cache(q, cache, mask, attention_bias, training, causal)
+        if cache_update_index is None:
+            keys, values = cache[:, :, 0], cache[:, :, 1]
+        else:
+            cache, keys, values = _write_cache(cache, *self._project(key, value), cache_update_index)
+        # The heads-first halves reach the kernel as strided views (no copy on PyTorch).
+        context = self.attend(q, keys, values, mask=mask, training=training, bias=attention_bias,
+                              key_value_heads_first=True, causal=causal)
         return self._output(context, head_mask), cache
 
     def _output(self, context, head_mask):
         """The output projection of the heads' `context`, each scaled by its `head_mask` entry."""
         return self.output_dense(self.merge_heads(mask_heads(self, context, head_mask)))
-
-    def _attend_to_cache(self, query, cache, mask, bias, training, causal=False):
-        """Attention of `query` `(batch, length, heads, key_dim)` to a cache's keys and values.
-
-        The key and value slices of the heads-first cache reach the kernel
-        as strided views (`fused_attention` takes them without a copy on PyTorch).
-        """
-        return self.attend(query, cache[:, :, 0], cache[:, :, 1], mask=mask, training=training,
-                           bias=bias, key_value_heads_first=True, causal=causal)
 
     def compute_output_spec(self, query, value=None, key=None, *args, cache=None,
                             return_probabilities=False, **kwargs):

@@ -30,7 +30,7 @@ class CausalDecoderBlock(EncoderBlock):
             the real keys, `causal_padding_mask`). With neither mask (and
             no cache, or a cache written from index 0) the attention gets
             the causal rule as a flag, no mask tensor (`causal=True`).
-        cache, cache_update_index, cache_write: a key/value cache
+        cache, cache_update_index: a key/value cache
             `(batch, heads, 2, max_length, key_dim)` for incremental decoding,
             written at `cache_update_index` (see `CachedMultiHeadAttention`);
             the call then returns `(outputs, updated cache)` and the masks
@@ -54,15 +54,13 @@ class CausalDecoderBlock(EncoderBlock):
         )
 
     def call(self, inputs, padding_mask=None, attention_mask=None, cache=None,
-             cache_update_index=None, cache_write="functional", training=None,
+             cache_update_index=None, training=None,
              return_attention_probabilities=False, head_mask=None):
         if (cache is None) != (cache_update_index is None):
             raise ValueError("Pass cache and cache_update_index together (or neither).")
         caching = {}
         if cache is not None:
-            caching = dict(
-                cache=cache, cache_update_index=cache_update_index, cache_write=cache_write
-            )
+            caching = dict(cache=cache, cache_update_index=cache_update_index)
         if attention_mask is None and padding_mask is None and starts_at_zero(cache_update_index):
             caching["causal"] = True  # a flag to the kernel, no mask tensor
         elif attention_mask is None:

@@ -45,8 +45,6 @@ class CrossAttentionDecoderBlock(T5Block):
             the lengths (and `cache_update_index`); a decoding loop builds it
             once per step for all its blocks.
         self_attention_cache, cross_attention_cache, cache_update_index: see above.
-        cache_write: how the self-attention cache is updated: `"functional"`
-            or `"in_place"` (see `CachedMultiHeadAttention`).
         training: whether dropout is active.
         return_attention_probabilities: also return the self-attention
             probabilities `(batch, heads, length, length)` and the
@@ -83,9 +81,8 @@ class CrossAttentionDecoderBlock(T5Block):
 
     def call(self, inputs, encoder_outputs=None, padding_mask=None, encoder_padding_mask=None,
              attention_bias=None, self_attention_mask=None, self_attention_cache=None,
-             cross_attention_cache=None, cache_update_index=None, cache_write="functional",
-             training=None, return_attention_probabilities=False, head_mask=None,
-             cross_attention_head_mask=None):
+             cross_attention_cache=None, cache_update_index=None, training=None,
+             return_attention_probabilities=False, head_mask=None, cross_attention_head_mask=None):
         if self.use_cross_attention and encoder_outputs is None and cross_attention_cache is None:
             raise ValueError(
                 "This CrossAttentionDecoderBlock has cross-attention: pass encoder_outputs "
@@ -105,7 +102,7 @@ class CrossAttentionDecoderBlock(T5Block):
             self.self_attention_dropout,
             lambda h: self._self_attend(
                 h, padding_mask, attention_bias, self_attention_mask, self_attention_cache,
-                cache_update_index, cache_write, training, head_mask, **probabilities,
+                cache_update_index, training, head_mask, **probabilities,
             ),
             training,
         )
@@ -126,8 +123,8 @@ class CrossAttentionDecoderBlock(T5Block):
             return x, second, cross_probabilities
         return (x, second) if caching else x
 
-    def _self_attend(self, x, padding_mask, attention_bias, mask, cache, index, cache_write,
-                     training, head_mask=None, return_probabilities=False):
+    def _self_attend(self, x, padding_mask, attention_bias, mask, cache, index, training,
+                     head_mask=None, return_probabilities=False):
         """Causal `SelfAttn(x)` (or masked by `mask`), through `cache` (written at `index`) if given."""
         causal = mask is None and padding_mask is None and starts_at_zero(index)
         if mask is None and not causal:
@@ -142,7 +139,6 @@ class CrossAttentionDecoderBlock(T5Block):
             attention_bias=attention_bias,
             cache=cache,
             cache_update_index=index,
-            cache_write=cache_write,
             training=training,
             head_mask=head_mask,
             return_probabilities=return_probabilities,

@@ -1,8 +1,4 @@
-import inspect
-
-import keras
-
-from kbert.backend_utils import torch_dtype
+from kbert import torch_fast_paths
 
 
 class DirectCall:
@@ -25,65 +21,22 @@ class DirectCall:
       otherwise read it from the outer call); where it does not, a `training`
       argument (a functional model passes one to every layer) is left out.
 
-    Otherwise, and on TensorFlow and JAX (which trace a layer once, then run
-    compiled code), the call goes through Keras as usual.
+    Otherwise, on TensorFlow and JAX (which trace a layer once, then run
+    compiled code), and with PyTorch's fast paths off (`KBERT_FAST_PATHS=0`),
+    the call goes through Keras as usual. The check is
+    `kbert.torch_fast_paths.call_directly`.
 
     Put it first among the bases: `class FusedDense(DirectCall, keras.layers.Dense)`.
 
-    >>> import kbert
+    >>> import kbert, keras
     >>> layer = kbert.layers.FusedDense(2)
     >>> tuple(layer(keras.ops.ones((3, 4))).shape)  # the first call builds it, through Keras
     (3, 2)
     """
 
     def __call__(self, *args, **kwargs):
-        if self._calls_directly(args, kwargs):
-            if "training" in kwargs and not _call_takes_training(type(self)):
-                kwargs = {name: value for name, value in kwargs.items() if name != "training"}
-            return self.call(*args, **kwargs)
+        if torch_fast_paths.active():
+            direct = torch_fast_paths.call_directly(self, args, kwargs)
+            if direct is not None:
+                return direct[0]
         return super().__call__(*args, **kwargs)
-
-    def _calls_directly(self, args, kwargs):
-        if keras.backend.backend() != "torch" or not self.built or not args:
-            return False
-        if not keras.ops.is_tensor(args[0]):  # a NumPy array, a symbolic KerasTensor
-            return False
-        input_dtype = _direct_input_dtype(self)
-        return (
-            input_dtype is not None
-            and (args[0].dtype == input_dtype or not args[0].dtype.is_floating_point)
-            and self.activity_regularizer is None
-            and getattr(self, "_remat_mode", None) is None
-            and ("training" in kwargs or not _call_takes_training(type(self)))
-        )
-
-
-def _direct_input_dtype(layer):
-    """The PyTorch dtype of the layer's float inputs where its dtype policy allows a direct call, else None.
-
-    A direct call needs no autocast (compute dtype = variable dtype) and no
-    quantized call. Kept in the layer's `__dict__` (outside Keras' and
-    PyTorch's attribute tracking) until its dtype policy object changes
-    (`quantize()` and a new `dtype_policy` both replace it; a
-    `DTypePolicyMap`, which changes in place, is read afresh each call):
-    reading the policy's dtypes costs more than the rest of the check.
-    """
-    policy = layer.dtype_policy
-    cached = layer.__dict__.get("_direct_input_dtype")
-    if cached is not None and cached[0] is policy:
-        return cached[1]
-    allowed = layer.compute_dtype == layer.variable_dtype and layer.quantization_mode is None
-    input_dtype = torch_dtype(layer.input_dtype) if allowed else None
-    if not isinstance(policy, keras.dtype_policies.DTypePolicyMap):
-        layer.__dict__["_direct_input_dtype"] = (policy, input_dtype)
-    return input_dtype
-
-
-_TAKES_TRAINING = {}
-
-
-def _call_takes_training(layer_class):
-    """Whether `layer_class.call` has a `training` argument (cached per class)."""
-    if layer_class not in _TAKES_TRAINING:
-        _TAKES_TRAINING[layer_class] = "training" in inspect.signature(layer_class.call).parameters
-    return _TAKES_TRAINING[layer_class]

@@ -2,6 +2,7 @@ import keras
 from keras import ops
 
 from kbert.arguments import positive_int, probability
+from kbert import torch_fast_paths
 from kbert.backend_utils import fused_attention, fused_attention_supports, reshape
 from kbert.layers.attention_mask import MASKED_SCORE, causal_mask, merge_attention_masks
 from kbert.layers.direct_call import DirectCall
@@ -208,7 +209,7 @@ class MultiHeadAttention(DirectCall, keras.layers.Layer):
         same_width = query.shape[-1] == value.shape[-1]
         fused = same_width and fused_attention_supports(query.dtype)
         dropping = training and self.dropout > 0
-        if fused and (not dropping or keras.backend.backend() == "torch"):
+        if fused and (not dropping or torch_fast_paths.active()):  # its dropout is PyTorch's
             rate = self.dropout_layer.rate if dropping else 0.0
             return fused_attention(query, key, value, mask, self.score_scale, rate, bias,
                                    key_value_heads_first, causal)

@@ -4,6 +4,7 @@ import keras
 from keras import ops
 
 from kbert.arguments import positive_int
+from kbert.backend_utils import take_indices
 from kbert.layers.attention_mask import positions_from
 from kbert.layers.direct_call import DirectCall
 
@@ -115,7 +116,7 @@ class RelativePositionBias(DirectCall, keras.layers.Layer):
         # Heads first before the lookup, so that the result is laid out as
         # returned (a fused attention kernel copies a strided bias at every call).
         table = ops.transpose(ops.cast(self.embeddings, self.compute_dtype))
-        return ops.expand_dims(ops.take(table, buckets, axis=1), 0)
+        return ops.expand_dims(take_indices(table, buckets, axis=1), 0)
 
     def compute_output_shape(self, query_shape, key_shape=None):
         key_shape = query_shape if key_shape is None else key_shape

@@ -229,15 +229,13 @@ class BART(Backbone):
         """Empty self-attention caches `(batch, heads, 2, max_length, key_dim)`, one per decoder block."""
         return self_attention_caches(self.decoder_layers, batch_size, max_length, self.compute_dtype)
 
-    def decode_step(self, token_ids, index, self_caches, cross_caches, encoder_padding_mask,
-                    cache_write="functional"):
+    def decode_step(self, token_ids, index, self_caches, cross_caches, encoder_padding_mask):
         """One incremental decoder step at position `index`; see `kbert.models.T5.decode_step`.
 
         Returns `(logits (batch, vocab), updated self_caches)`.
         """
         x = self._embed("decoder", token_ids, training=False, offset=index)
         x, updated = decode_with_caches(
-            self.decoder_layers, x, index, self_caches, cross_caches, encoder_padding_mask,
-            cache_write,
+            self.decoder_layers, x, index, self_caches, cross_caches, encoder_padding_mask
         )
         return self.lm_head(x)[:, 0, :], updated

@@ -4,6 +4,7 @@ import keras
 from keras import ops
 
 from kbert.arguments import positive_int, probability
+from kbert.backend_utils import take_indices
 from kbert.input_checks import ids, mask
 from kbert.layers.attention_mask import causal_padding_mask
 from kbert.layers.dropout import apply_dropout
@@ -177,8 +178,7 @@ class GPT2(Backbone):
         shape = (batch_size, self.num_heads, 2, max_length, self.hidden_dim // self.num_heads)
         return tuple(ops.zeros(shape, self.compute_dtype) for _ in self.transformer_layers)
 
-    def call_with_cache(self, token_ids, padding_mask, caches, index, cache_write="functional",
-                        logits=True):
+    def call_with_cache(self, token_ids, padding_mask, caches, index, logits=True):
         """The tokens at positions `index ..` of a sequence against key/value caches.
 
         Args:
@@ -189,9 +189,6 @@ class GPT2(Backbone):
                 when nothing is padded.
             caches: from `attention_caches` (or the previous call).
             index: scalar int, the buffer position of the first token.
-            cache_write: `"functional"`, or `"in_place"` for a loop that never
-                reads a cache again after passing it on (see
-                `CachedMultiHeadAttention`).
             logits: False fills the caches only (a prompt before decoding),
                 without the output head: for a 64-token prompt to GPT-2 124M
                 that head is a third of the work.
@@ -206,14 +203,13 @@ class GPT2(Backbone):
         if padding_mask is None:  # nothing padded: the blocks' causal rule (a flag at index 0)
             positions, attention_mask = columns[None, :], None
         else:
-            positions = ops.take(position_ids(padding_mask), columns, axis=1)
+            positions = take_indices(position_ids(padding_mask), columns, axis=1)
             attention_mask = causal_padding_mask(padding_mask, length, offset=index)
         x = self._embed(token_ids, positions, training=False)
         updated = []
         for block, cache in zip(self.transformer_layers, caches):
             x, cache = block(
-                x, attention_mask=attention_mask, cache=cache, cache_update_index=index,
-                cache_write=cache_write, training=False,
+                x, attention_mask=attention_mask, cache=cache, cache_update_index=index, training=False,
             )
             updated.append(cache)
         return (self._head(x)[1] if logits else None), tuple(updated)

@@ -413,7 +413,6 @@ class T5(Backbone):
         self_caches,
         cross_caches,
         encoder_padding_mask,
-        cache_write="functional",
     ):
         """One incremental decoder step at position `index`.
 
@@ -423,10 +422,6 @@ class T5(Backbone):
             self_caches: from `self_attention_caches` (or the previous step).
             cross_caches: from `cross_attention_caches`.
             encoder_padding_mask: `(batch, encoder_length)`.
-            cache_write: `"functional"` returns updated copies of `self_caches`;
-                `"in_place"` lets PyTorch overwrite them (for a loop that never
-                reads a cache again after passing it on: see
-                `CachedMultiHeadAttention`).
 
         Returns:
             `(logits (batch, vocab), updated self_caches)`.
@@ -435,7 +430,7 @@ class T5(Backbone):
         bias = self.decoder_position_bias(x, self_caches[0][:, 0, 0], query_offset=index)
         x, updated = decode_with_caches(
             self.decoder_layers, x, index, self_caches, cross_caches, encoder_padding_mask,
-            cache_write, attention_biases=self._layer_biases("decoder", bias),
+            attention_biases=self._layer_biases("decoder", bias),
         )
         sequence_output = self._end_decoder(x, training=False)
         return self._logits(sequence_output)[:, 0, :], updated
@@ -447,7 +442,7 @@ def cross_attention_caches(decoder_layers, encoder_outputs):
 
 
 def decode_with_caches(decoder_layers, x, index, self_caches, cross_caches, encoder_padding_mask,
-                       cache_write, attention_biases=None):
+                       attention_biases=None):
     """`x` `(batch, 1, width)` at position `index` through every `CrossAttentionDecoderBlock` and
     its caches: `(outputs, updated self-attention caches)`; `attention_biases`, if given,
     holds each block's self-attention score bias. The causal mask is built once for all blocks."""
@@ -461,7 +456,6 @@ def decode_with_caches(decoder_layers, x, index, self_caches, cross_caches, enco
             self_attention_cache=cache,
             cross_attention_cache=cross,
             cache_update_index=index,
-            cache_write=cache_write,
             training=False,
             attention_bias=bias,
             self_attention_mask=mask,

@@ -3,7 +3,7 @@
 import keras
 from keras import ops
 
-from kbert.backend_utils import torch_fused_adam
+from kbert import torch_fast_paths
 
 
 @keras.saving.register_keras_serializable(package="kbert")
@@ -19,10 +19,11 @@ class AdamW(keras.optimizers.AdamW):
         w ← w − lr/(1−β1ᵗ) · m / (√v/√(1−β2ᵗ) + ε)
 
     where Keras adds `ε` to `√v` before the correction. The rule is the same
-    on every backend. On PyTorch the Adam update of all variables runs in
-    PyTorch's fused kernel (`torch.optim.Adam(fused=True)`'s): Keras' own
-    PyTorch update chains `torch._foreach_*` calls, which on the CPU cost a
-    bert_base training step about a second more. `amsgrad` is not supported.
+    on every backend. On PyTorch's fast path the Adam update of all variables
+    runs in PyTorch's fused kernel (`kbert.torch_fast_paths.fused_adam`):
+    Keras' own PyTorch update chains `torch._foreach_*` calls, which on the
+    CPU cost a bert_base training step about a second more. Under
+    `torch.compile` and with the fast paths off it is `update_step` below. `amsgrad` is not supported.
 
     Example:
     >>> import numpy as np
@@ -47,11 +48,11 @@ class AdamW(keras.optimizers.AdamW):
         return [self._momentums[i] for i in indices], [self._velocities[i] for i in indices]
 
     def _backend_update_step(self, grads, trainable_variables, learning_rate):
-        if keras.backend.backend() != "torch" or _compiling():
+        if not torch_fast_paths.active() or torch_fast_paths.compiling():
             return super()._backend_update_step(grads, trainable_variables, learning_rate)
         momentums, velocities = self._slots(trainable_variables)
         step = ops.cast(self.iterations, "float32") + 1.0  # no host tensor for the 1
-        torch_fused_adam(
+        torch_fast_paths.fused_adam(
             [variable.value for variable in trainable_variables],
             [ops.cast(g, v.dtype) for g, v in zip(grads, trainable_variables)],
             [momentum.value for momentum in momentums],
@@ -63,7 +64,7 @@ class AdamW(keras.optimizers.AdamW):
         )
 
     def update_step(self, gradient, variable, learning_rate):
-        """The rule above for one variable (TensorFlow and JAX)."""
+        """The rule above for one variable (wherever the fused kernel is not used)."""
         dtype = variable.dtype
         gradient = ops.cast(gradient, dtype)
         step = ops.cast(self.iterations + 1, dtype)
@@ -76,12 +77,3 @@ class AdamW(keras.optimizers.AdamW):
         rate = ops.cast(learning_rate, dtype) / first_correction
         self.assign_sub(variable, rate * momentum / denominator)
 
-
-def _compiling():
-    """Whether `torch.compile` is tracing: its graphs take no fused Adam.
-
-    (The fused kernel has no fake implementation for a tensor learning rate on the CPU.)
-    """
-    import torch
-
-    return torch.compiler.is_compiling()

@@ -81,6 +81,7 @@ def converted(tmp_path_factory):
     return hf_model, kbert.from_huggingface(path), path
 
 
+@pytest.mark.fast_paths_both_ways
 def test_logits_match_transformers(converted):
     hf_model, model, _ = converted
     assert isinstance(model, kbert.models.BART)
@@ -102,6 +103,7 @@ def test_longest_sequence_reads_the_last_position_row(converted):
     assert np.abs(logits - hf_logits(hf_model, x))[real].max() <= TOLERANCE
 
 
+@pytest.mark.fast_paths_both_ways
 def test_greedy_matches_transformers_generate(converted):
     hf_model, model, _ = converted
     x = inputs()

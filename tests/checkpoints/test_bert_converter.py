@@ -19,6 +19,7 @@ from kbert.checkpoints.bert_converter import BertConverter, bert_arguments
 from kbert.checkpoints.registry import converter_for
 
 
+@pytest.mark.fast_paths_both_ways
 @pytest.mark.parametrize("family", sorted(FAMILIES))
 def test_outputs_match_transformers(family, tmp_path):
     hf_model = tiny_model(family)

@@ -60,6 +60,7 @@ def converted(tmp_path_factory):
     return hf_model, kbert.from_huggingface(path)
 
 
+@pytest.mark.fast_paths_both_ways
 def test_logits_match_transformers_on_a_left_padded_batch(converted):
     hf_model, model = converted
     assert isinstance(model, kbert.models.GPT2) and model.end_id == END
@@ -83,6 +84,7 @@ def test_sequence_output_is_the_final_hidden_state(converted):
     np.testing.assert_allclose(output[real], expected[real], atol=TOLERANCE)
 
 
+@pytest.mark.fast_paths_both_ways
 def test_greedy_matches_transformers_generate(converted):
     hf_model, model = converted
     x = left_padded()

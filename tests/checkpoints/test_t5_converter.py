@@ -85,6 +85,7 @@ def converted(request, tmp_path_factory):
     return request.param, hf_model, kbert.from_huggingface(path)
 
 
+@pytest.mark.fast_paths_both_ways
 def test_logits_match_transformers(converted):
     version, hf_model, model = converted
     assert isinstance(model, kbert.models.T5)
@@ -97,6 +98,7 @@ def test_logits_match_transformers(converted):
 
 # One compiled loop is enough: decode_step shares the blocks and the head with
 # decode, whose parity both versions check above.
+@pytest.mark.fast_paths_both_ways
 @pytest.mark.parametrize("converted", ["v1_0"], indirect=True)
 def test_greedy_matches_transformers_generate(converted):
     version, hf_model, model = converted

@@ -5,6 +5,7 @@ import numpy as np
 import pytest
 from helpers import BACKEND, to_numpy
 
+from kbert import torch_fast_paths
 from kbert.layers import FusedDense, MultiHeadAttention
 from kbert.layers.direct_call import DirectCall
 
@@ -33,13 +34,14 @@ def inputs(dtype="float32"):
     return keras.ops.convert_to_tensor(np.arange(8.0).reshape(2, 4), dtype=dtype)
 
 
+@pytest.mark.fast_paths_both_ways
 def test_direct_call_equals_keras_call(keras_calls):
-    """Same outputs either way (exactly: the same `call` runs); only eager PyTorch skips Keras."""
+    """Same outputs either way (exactly: the same `call` runs); only PyTorch's fast path skips Keras."""
     layer = built_dense()
     direct = to_numpy(layer(inputs()))
     through_keras = to_numpy(keras.layers.Layer.__call__(layer, inputs()))
     np.testing.assert_array_equal(direct, through_keras)
-    assert keras_calls == (["FusedDense"] if BACKEND == "torch" else ["FusedDense", "FusedDense"])
+    assert keras_calls == (["FusedDense"] if torch_fast_paths.active() else ["FusedDense", "FusedDense"])
 
 
 @pytest.mark.skipif(BACKEND != "torch", reason="only eager PyTorch calls directly")

@@ -1,12 +1,15 @@
 """The BART backbone: the backbone harness; outputs, incremental decoding, fine-tuning (its parity with
 transformers: tests/checkpoints/test_bart_converter.py)."""
 
+import contextlib
+
 import keras
 import numpy as np
 import pytest
 from backbone_harness import BACKBONE_CHECKS, BackboneCase, run_backbone_check, seq2seq_harness_inputs
 from helpers import to_numpy
 
+from kbert import torch_fast_paths
 from kbert.models import BART, seq2seq_inputs
 from kbert.models.bart import DECODER_START_ID, END_ID, PAD_ID
 from kbert.tasks import Seq2SeqLM
@@ -68,8 +71,9 @@ def test_padding_is_ignored_by_the_encoder(model):
     )
 
 
-@pytest.mark.parametrize("cache_write", ["functional", "in_place"])
-def test_decode_steps_equal_decode(model, cache_write):
+@pytest.mark.fast_paths_both_ways
+@pytest.mark.parametrize("in_place", [False, True])
+def test_decode_steps_equal_decode(model, in_place):
     inputs, _ = batch()
     encoder_ids, encoder_mask = inputs["encoder_token_ids"], inputs["encoder_padding_mask"]
     decoder_ids = inputs["decoder_token_ids"]
@@ -78,10 +82,10 @@ def test_decode_steps_equal_decode(model, cache_write):
     caches = model.self_attention_caches(3, decoder_ids.shape[1])
     cross = model.cross_attention_caches(encoded)
     for index in range(decoder_ids.shape[1]):
-        logits, caches = model.decode_step(
-            decoder_ids[:, index : index + 1], index, caches, cross, encoder_mask,
-            cache_write=cache_write,
-        )
+        with torch_fast_paths.in_place_cache_writes() if in_place else contextlib.nullcontext():
+            logits, caches = model.decode_step(
+                decoder_ids[:, index : index + 1], index, caches, cross, encoder_mask
+            )
         np.testing.assert_allclose(to_numpy(logits), expected[:, index], atol=1e-5, rtol=0)
 
 

@@ -1,11 +1,13 @@
 """The T5 backbone: the backbone harness; outputs, incremental decoding (its loss: tests/tasks/test_seq2seq_lm.py)."""
 
-import keras
+import contextlib
+
 import numpy as np
 import pytest
 from backbone_harness import BACKBONE_CHECKS, BackboneCase, run_backbone_check, seq2seq_harness_inputs
 from helpers import to_numpy
 
+from kbert import torch_fast_paths
 from kbert.models import T5, seq2seq_inputs
 
 TINY = dict(vocabulary_size=40, num_layers=2, num_heads=2, hidden_dim=16, intermediate_dim=24)
@@ -65,8 +67,9 @@ def test_backbone_owns_no_loss():
     assert "compute_loss" not in vars(T5) and "train_step" not in vars(T5)
 
 
-@pytest.mark.parametrize("cache_write", ["functional", "in_place"])
-def test_decode_steps_equal_decode(model, cache_write):
+@pytest.mark.fast_paths_both_ways
+@pytest.mark.parametrize("in_place", [False, True])
+def test_decode_steps_equal_decode(model, in_place):
     inputs, _ = batch()
     encoder_ids, encoder_mask = inputs["encoder_token_ids"], inputs["encoder_padding_mask"]
     decoder_ids = inputs["decoder_token_ids"]
@@ -74,16 +77,16 @@ def test_decode_steps_equal_decode(model, cache_write):
     expected = to_numpy(model.decode(decoder_ids, np.ones_like(decoder_ids), encoded, encoder_mask))
     caches = model.self_attention_caches(3, decoder_ids.shape[1])
     cross = model.cross_attention_caches(encoded)
-    in_place = cache_write == "in_place" and keras.backend.backend() == "torch"
     for index in range(decoder_ids.shape[1]):
         previous = caches
-        logits, caches = model.decode_step(
-            decoder_ids[:, index : index + 1], index, caches, cross, encoder_mask,
-            cache_write=cache_write,
-        )
+        with torch_fast_paths.in_place_cache_writes() if in_place else contextlib.nullcontext():
+            logits, caches = model.decode_step(
+                decoder_ids[:, index : index + 1], index, caches, cross, encoder_mask
+            )
+            writes_in_place = torch_fast_paths.writes_caches_in_place()
         np.testing.assert_allclose(to_numpy(logits), expected[:, index], atol=1e-5, rtol=0)
-        # The choice reaches every block's attention: PyTorch writes into the given caches.
-        assert all((new is old) == in_place for new, old in zip(caches, previous))
+        # The scope reaches every block's attention: PyTorch's fast path writes into the given caches.
+        assert all((new is old) == writes_in_place for new, old in zip(caches, previous))
 
 
 def test_seq2seq_inputs_shift_right():

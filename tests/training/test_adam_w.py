@@ -45,6 +45,7 @@ def numpy_adamw(start, grads, decayed):
     return weights
 
 
+@pytest.mark.fast_paths_both_ways
 def test_steps_equal_torch_adamw_with_the_same_settings():
     start, grads = draws()
     ours = run_kbert(AdamW(RATE, weight_decay=DECAY, beta_1=BETAS[0], beta_2=BETAS[1],

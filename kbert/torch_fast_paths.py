@@ -1,0 +1,513 @@
+"""kbert's eager PyTorch fast paths, in one module with one off switch.
+
+On eager PyTorch, Keras' per-call dispatch (a search for symbolic tensors,
+shape and dtype checks, a layer's bookkeeping) costs 5–100 µs a call, more
+than the op itself in a decoding step; TensorFlow and JAX trace `keras.ops`
+once. Each function here is the PyTorch version of something kbert also
+computes through plain `keras.ops`, to the same numbers. The rest of kbert
+asks `active()` and takes the fast path when it says so, the plain code
+otherwise (docs/architecture.md §5).
+
+The switch: the environment variable `KBERT_FAST_PATHS=0` turns every fast
+path off (read when kbert is imported; `1` or unset leaves them on), and
+`switched(on)` flips them for a block of code in this process (tests run
+the parity checks both ways with it). The switch is process-wide, not per
+thread: flip it between model calls, not during one.
+
+>>> with switched(False):
+...     active()
+False
+"""
+
+import contextlib
+import inspect
+import os
+import weakref
+
+_SWITCH = os.environ.get("KBERT_FAST_PATHS", "1")
+if _SWITCH not in ("0", "1"):
+    raise ValueError(f"KBERT_FAST_PATHS must be 0 or 1; received {_SWITCH!r}.")
+# `positions`: the last cache write's `(index, steps, positions)`, see `write_cache`.
+_STATE = {"on": _SWITCH == "1", "in_place_cache_writes": False, "positions": None}
+
+# Keras is imported inside the functions: `kbert/__init__` imports this module
+# (through `kbert.backend_utils`) before Keras.
+
+
+def active():
+    """Whether kbert takes its PyTorch fast paths now: on the PyTorch backend with the switch on.
+
+    >>> isinstance(active(), bool)
+    True
+    """
+    if not _STATE["on"]:
+        return False
+    import keras
+
+    return keras.backend.backend() == "torch"
+
+
+@contextlib.contextmanager
+def switched(on):
+    """Turn every fast path on (`True`) or off (`False`) for the block, then back as it was.
+
+    >>> with switched(False):
+    ...     active()
+    False
+    """
+    saved = _STATE["on"]
+    _STATE["on"] = bool(on)
+    try:
+        yield
+    finally:
+        _STATE["on"] = saved
+
+
+@contextlib.contextmanager
+def in_place_cache_writes():
+    """Let cached attention overwrite the key/value caches it is given, for the block.
+
+    A decoding loop that never reads a cache again after passing it on enters
+    this: on eager PyTorch a functional cache update copies the whole cache
+    at every step, and with this scope `CachedMultiHeadAttention` writes the
+    step's keys and values into the cache instead (`write_cache`). XLA
+    (TensorFlow, JAX) reuses a loop's buffers anyway, and with the fast paths
+    off the update stays functional.
+
+    >>> with in_place_cache_writes():
+    ...     _STATE["in_place_cache_writes"]
+    True
+    """
+    saved = _STATE["in_place_cache_writes"]
+    _STATE["in_place_cache_writes"] = True
+    try:
+        yield
+    finally:
+        _STATE["in_place_cache_writes"] = saved
+        _STATE["positions"] = None
+
+
+def writes_caches_in_place():
+    """Whether cached attention writes its caches in place now (an `in_place_cache_writes` block, fast paths on).
+
+    >>> writes_caches_in_place()
+    False
+    """
+    return _STATE["in_place_cache_writes"] and active()
+
+
+def write_cache(cache, keys, values, index):
+    """`keys` and `values` `(batch, heads, steps, key_dim)` written in place into `cache` `(batch,
+    heads, 2, length, key_dim)` from position `index`; returns the cache's key and value halves.
+
+    `index` is a Python int or a scalar tensor. The positions written are
+    made once for all the layers of a step: each layer gets the same `index`
+    tensor, and the positions of the last one are kept.
+    """
+    import torch
+
+    steps = keys.shape[2]
+    last = _STATE["positions"]
+    if last is not None and last[0] is index and last[1] == steps:
+        positions = last[2]
+    elif isinstance(index, int):
+        positions = torch.arange(index, index + steps, device=cache.device)
+    else:
+        positions = index.reshape(1) if steps == 1 else torch.arange(steps, device=cache.device) + index
+        positions = positions.long()  # `index_copy_` takes int64 positions only
+        _STATE["positions"] = (index, steps, positions)
+    halves = []
+    for slot, update in enumerate((keys, values)):
+        half = cache[:, :, slot]  # each taken after the previous write (autograd's view rules)
+        halves.append(half.index_copy_(2, positions, update.to(cache.dtype)))
+    return halves
+
+
+def write_column(buffer, column, values):
+    """`values` `(rows,)` written in place into column `column` (a scalar tensor) of `buffer` `(rows, columns)`.
+
+    A decoding loop's own token buffer, which it never reads again after
+    writing: Keras' `slice_update` builds the index grid and copies the buffer
+    (17 operators a step, against 3).
+    """
+    buffer.index_copy_(1, column.reshape(1).long(), values.unsqueeze(1))
+    return buffer
+
+
+def take_indices(x, indices, axis):
+    """`torch.index_select` along `axis` of `indices` (a scalar taken as one index; more axes through
+    a flat view): Keras' `take` wraps negative indices first (4 more operators)."""
+    import torch
+
+    x, indices = _torch_tensor(x), _torch_tensor(indices)
+    if indices.dim() <= 1:
+        return torch.index_select(x, axis, indices if indices.dim() == 1 else indices.reshape(1))
+    taken = torch.index_select(x, axis, indices.reshape(-1))
+    return taken.view(*x.shape[:axis], *indices.shape, *x.shape[axis + 1:])
+
+
+def attention(query, key, value, bias, scale, dropout_rate, key_value_heads_first, causal, mask=None,
+              masked=None):
+    """`torch.nn.functional.scaled_dot_product_attention` on transposed views, in Keras' layout.
+
+    Takes and returns `(batch, length, heads, head_dim)` (keys and values
+    `(batch, heads, length, head_dim)` with `key_value_heads_first`), as
+    transformers does: `keras.ops.dot_product_attention` copies query, key
+    and value into contiguous `(batch, heads, length, head_dim)` tensors
+    first, and its output then needs a fourth copy to merge the heads (48
+    copies of a 3 MB tensor per bert_base forward). `mask` (bool, True where
+    a key is attended) becomes part of the additive `bias`, `masked` (finite)
+    elsewhere; `dropout_rate` applies to the probabilities, from PyTorch's
+    generator. The contract is `kbert.backend_utils.fused_attention`'s.
+    """
+    import torch
+
+    query, key, value = (_torch_tensor(x) for x in (query, key, value))
+    query = torch.transpose(query, 1, 2)
+    if not key_value_heads_first:
+        key, value = (torch.transpose(x, 1, 2) for x in (key, value))
+    bias = None if bias is None else _torch_tensor(bias)
+    if mask is not None:
+        mask = _torch_tensor(mask)
+        bias = memoized("additive_mask", mask, (bias, masked, query.dtype),
+                        lambda: _additive_mask(mask, bias, masked, query.dtype))
+    elif bias is not None:
+        bias = bias.to(query.dtype)
+    context = torch.nn.functional.scaled_dot_product_attention(
+        query, key, value, attn_mask=bias, dropout_p=dropout_rate, scale=scale, is_causal=causal
+    )
+    return torch.transpose(context, 1, 2)
+
+
+def _additive_mask(mask, bias, masked, dtype):
+    """`bias` (or 0) where `mask` is True, `masked` elsewhere, computed in float32, returned as `dtype`."""
+    import torch
+
+    if bias is None:
+        bias = torch.zeros((), dtype=torch.float32, device=mask.device)
+    return torch.where(mask, bias.float(), masked).to(dtype)
+
+
+def as_bool(mask):
+    """`mask` (0/1) as bool, converted once for all the layers that get the same mask (see `memoized`)."""
+    mask = _torch_tensor(mask)
+    return memoized("bool", mask, (), lambda: mask.bool())
+
+
+def memoized(kind, tensor, extras, make):
+    """`make()`, a function of `tensor` and `extras`, computed once for the layers of a call.
+
+    Every attention layer of a forward or a decoding step turns the same
+    mask into the same additive bias (transformers builds it once, before
+    the layers); here the first layer's result is kept and the next layers'
+    calls with the same view of the same tensor, unchanged since (its
+    version counter), and the same `extras` (tensors by identity) get it.
+    It is kept while the tensor that owns `tensor`'s memory lives (the
+    step's or the call's mask), one result per `kind` and owner. Not where
+    an extra needs gradients (the result would hold its graph), under
+    `torch.compile`, or on the "meta" device (no memory to tell tensors apart).
+    """
+    import torch
+
+    if (tensor.device.type == "meta" or torch.compiler.is_compiling()
+            or any(isinstance(e, torch.Tensor) and e.requires_grad for e in extras)):
+        return make()
+    owner = tensor if tensor._base is None else tensor._base
+    slot = _MEMO.get((kind, id(owner)))
+    if slot is None or slot[0]() is not owner:
+        key = (kind, id(owner))
+        slot = (weakref.ref(owner, lambda _, key=key: _MEMO.pop(key, None)), {})
+        _MEMO[key] = slot
+    view = (tensor.storage_offset(), tuple(tensor.shape), tensor.stride(), tensor._version,
+            tuple(e._version if isinstance(e, torch.Tensor) else e for e in extras))
+    kept = slot[1].get(view)
+    if kept is not None and all(a is b or not isinstance(a, torch.Tensor) for a, b in zip(kept[0], extras)):
+        return kept[1]
+    result = make()
+    slot[1].clear()
+    slot[1][view] = (extras, result)
+    return result
+
+
+_MEMO = {}  # (kind, id(owner)) -> (weak reference to the owner, {view: (extras, result)})
+
+
+def kept_constants(owner, key, make):
+    """`make()`'s NumPy arrays as tensors, converted once per `owner` and `key` (eager only).
+
+    On eager PyTorch each conversion of host data is a host-to-device copy,
+    which on a GPU waits for the stream; the contract is
+    `kbert.backend_utils.constant_tensors`'. Under `torch.compile` they are
+    converted at each trace, as constants of the graph.
+    """
+    import keras
+    import torch
+
+    compiling = torch.compiler.is_compiling()
+    kept = {} if compiling else _CONSTANTS.setdefault(owner, {})
+    if key in kept:
+        return kept[key]
+    tensors = tuple(keras.ops.convert_to_tensor(array) for array in make())
+    # Keras infers output shapes on PyTorch by calling layers on the "meta"
+    # device: tensors made there hold no values and are not kept.
+    if not compiling and all(tensor.device.type != "meta" for tensor in tensors):
+        kept[key] = tensors
+    return tensors
+
+
+_CONSTANTS = weakref.WeakKeyDictionary()  # owner -> {key: tensors}
+
+
+def clip(x, low, high):
+    """`torch.clamp` with Python-number bounds: Keras' `clip` makes each bound a tensor (a host copy a call)."""
+    import torch
+
+    return torch.clamp(_torch_tensor(x), float(low), float(high))
+
+
+def fused_adam(variables, gradients, momentums, velocities, step, learning_rate, betas, epsilon):
+    """One Adam update of every variable in PyTorch's fused kernel, in place.
+
+    The kernel is `torch.optim.Adam(fused=True)`'s: one pass over each
+    tensor instead of Keras' chain of `torch._foreach_*` calls, which on the
+    CPU run tensor by tensor with a temporary per stage (1.1 s against 0.04 s
+    for a bert_base update on 2 cores). Its rule: `m ← β1·m + (1−β1)·g`,
+    `v ← β2·v + (1−β2)·g²`, `w ← w − lr/(1−β1ᵗ) · m / (√v/√(1−β2ᵗ) + ε)`.
+    `step` is `t`, a float32 scalar tensor; the kernel takes one list per
+    device and dtype, so variables are grouped by both. Not under
+    `torch.compile` (`compiling()`): the kernel has no fake implementation for a
+    tensor learning rate on the CPU.
+    """
+    import torch
+
+    groups = {}
+    for tensors in zip(variables, gradients, momentums, velocities):
+        groups.setdefault((tensors[0].device, tensors[0].dtype), []).append(tensors)
+    for group in groups.values():
+        params, grads, exp_avgs, exp_avg_sqs = (list(tensors) for tensors in zip(*group))
+        torch._fused_adam_(
+            params, grads, exp_avgs, exp_avg_sqs, [], [step] * len(params),
+            lr=learning_rate, beta1=betas[0], beta2=betas[1], weight_decay=0.0, eps=epsilon,
+            amsgrad=False, maximize=False,
+        )
+
+
+def compiling():
+    """Whether `torch.compile` is tracing now."""
+    import torch
+
+    return torch.compiler.is_compiling()
+
+
+def dense(inputs, kernel, bias, kernel_transposed=False):
+    """`inputs @ kernel + bias` as one `mm`/`addmm` on a 2-D view with an `(in, out)` operand.
+
+    The bias goes inside the matmul (Keras' `Dense` adds it in a second pass),
+    and no transposed view of the weight is made per call, as transformers'
+    `Conv1D`; the operand comes from `matmul_operand`. The contract is
+    `kbert.backend_utils.dense`'.
+    """
+    import torch
+
+    inputs, kernel = _torch_tensor(inputs), _torch_tensor(kernel)
+    operand = matmul_operand(inputs, kernel, kernel_transposed)
+    flat = inputs if inputs.dim() == 2 else inputs.reshape(-1, inputs.shape[-1])
+    if bias is None:
+        outputs = torch.mm(flat, operand)
+    else:
+        outputs = torch.addmm(_torch_tensor(bias), flat, operand)
+    return outputs if inputs.dim() == 2 else outputs.view(*inputs.shape[:-1], operand.shape[1])
+
+
+FEW_ROWS = 16
+WIDE_OUTPUT = 8192
+
+
+def matmul_operand(inputs, kernel, kernel_transposed=False):
+    """The `(in, out)` right operand of `inputs @ kernel`, laid out as a few-row matmul reads it fastest.
+
+    `kernel` is stored `(in, out)`, or `(out, in)` with `kernel_transposed`
+    (an embedding table as the output projection). The operand is a view of
+    `kernel`, except in eager inference on at most `FEW_ROWS` rows (a
+    decoding step), where reading the weight is all the time a matmul takes
+    and its layout matters: a layer's kernel is read as a contiguous `(out,
+    in)`, a vocabulary projection (more than `WIDE_OUTPUT` outputs) as a
+    contiguous `(in, out)`. Reading weights from memory, a matmul of 8 rows
+    on this project's 2-core CPU (MKL) read t5_small's 512 × 2048 kernel
+    10–20% faster as `(out, in)`, and the vocabulary projections of t5_small
+    (512 × 32128) and GPT-2 (768 × 50257) 20–50% faster as `(in, out)`; the
+    best layout is the CPU's to decide (GPT-2's 768-wide kernels read faster
+    `(in, out)` there), and `benchmarks/few_row_layouts.py` measures it.
+    Where a parameter is stored the other way, a transposed contiguous copy
+    is kept until the parameter changes, at the cost of its memory as long as
+    it lives; the operand made of it is kept too, so a call dispatches no
+    view of the weight.
+    """
+    import torch
+
+    operand = kernel.T if kernel_transposed else kernel
+    rows = inputs.numel() // max(inputs.shape[-1], 1)
+    if (rows > FEW_ROWS or not isinstance(kernel, torch.nn.Parameter) or kernel.dim() != 2
+            or torch.is_grad_enabled() or torch.compiler.is_compiling()):
+        return operand
+    wide = operand.shape[1] > WIDE_OUTPUT
+    if wide != kernel_transposed:  # stored as it is read best
+        return operand
+    return _transposed_operand(kernel, wide)
+
+
+def _transposed_operand(parameter, wide):
+    """The `(in, out)` operand read from a contiguous copy of `parameter.T`: the copy itself
+    (`wide`) or its transpose; cached until `parameter` changes or goes."""
+    cached = _LINEAR_WEIGHTS.get(id(parameter))
+    if cached is None or cached[0]() is not parameter:
+        weakref.finalize(parameter, _LINEAR_WEIGHTS.pop, id(parameter), None)
+        cached = None
+    if cached is None or cached[1] != parameter._version:  # new, or updated in place since
+        copy = parameter.detach().T.contiguous()
+        cached = (weakref.ref(parameter), parameter._version, copy if wide else copy.T)
+        _LINEAR_WEIGHTS[id(parameter)] = cached
+    return cached[2]
+
+
+# id(parameter) -> (weak reference to it, its version when copied, the operand read from the copy)
+_LINEAR_WEIGHTS = {}
+
+
+def take_rows(table, ids):
+    """One `embedding` op: Keras' `take` wraps negative indices first (4 more ops a call).
+
+    kbert checks its ids are in range where it reads them (`kbert.input_checks`).
+    """
+    import torch
+
+    ids = _torch_tensor(ids)
+    if ids.dtype not in (torch.int32, torch.int64):
+        ids = ids.to(torch.int32)
+    return torch.nn.functional.embedding(ids, _torch_tensor(table))
+
+
+def reshape(x, shape):
+    """`torch.reshape`: `keras.ops.reshape` validates the shape and walks it for symbolic
+    tensors (about 100 µs a call, against 2 µs)."""
+    import torch
+
+    return torch.reshape(_torch_tensor(x), tuple(shape))
+
+
+def rms_normalization(x, scale, epsilon, dtype):
+    """PyTorch's fused `rms_norm` in float32 at least, returned as `dtype`, without Keras'
+    per-call dtype resolution (about 100 µs a call against 20 µs of work in a decoding step)."""
+    import torch
+
+    return _normalization(torch.nn.functional.rms_norm, x, (scale,), epsilon, dtype)
+
+
+def layer_normalization(x, gamma, beta, epsilon, dtype):
+    """PyTorch's fused `layer_norm` in float32 at least, returned as `dtype`, without Keras'
+    dtype resolution and argument conversions (about 200 Python calls a call); `gamma`, `beta` may be None."""
+    import torch
+
+    return _normalization(torch.nn.functional.layer_norm, x, (gamma, beta), epsilon, dtype)
+
+
+def _normalization(normalize, x, weights, epsilon, dtype):
+    """`normalize(x, (width,), *weights, epsilon)` over the last axis in float32 at least
+    (`weights` may hold None), returned as `dtype`."""
+    import torch
+
+    x = _torch_tensor(x)
+    compute_dtype = x.dtype if x.dtype in (torch.float32, torch.float64) else torch.float32
+    weights = [None if w is None else _torch_tensor(w).to(compute_dtype) for w in weights]
+    # int(): a constant width when traced (the ONNX export of `kbert export`).
+    normalized = normalize(x.to(compute_dtype), (int(x.shape[-1]),), *weights, epsilon)
+    return normalized.to(torch_dtype(dtype))
+
+
+def _torch_tensor(x):
+    """`x` as a PyTorch tensor: itself, a Keras variable's value, or an array converted.
+
+    Skips `keras.ops.convert_to_tensor`'s search for symbolic tensors (5–12 µs a
+    call) on the tensors and variables that kbert's layers pass on eager PyTorch.
+    """
+    import keras
+    import torch
+
+    if isinstance(x, torch.Tensor):
+        return x
+    if isinstance(x, keras.Variable):
+        return x.value
+    return keras.ops.convert_to_tensor(x)
+
+
+def torch_dtype(name):
+    """The PyTorch dtype of a Keras dtype name (cached per name)."""
+    if name not in _TORCH_DTYPES:
+        import keras
+        import torch
+
+        _TORCH_DTYPES[name] = getattr(torch, keras.backend.standardize_dtype(name))
+    return _TORCH_DTYPES[name]
+
+
+_TORCH_DTYPES = {}
+
+
+def call_directly(layer, args, kwargs):
+    """`layer.call(*args, **kwargs)` where Keras' `Layer.__call__` would change nothing, else None.
+
+    `kbert.layers.DirectCall` states when that holds: built, no autocast or
+    quantization, no activity regularizer or rematerialization, a PyTorch
+    first input Keras would not convert, an explicit `training` where `call`
+    takes one (one `call` takes none gets no `training`).
+    """
+    import keras
+
+    if not layer.built or not args or not keras.ops.is_tensor(args[0]):  # NumPy, a KerasTensor
+        return None
+    takes_training = _call_takes_training(type(layer))
+    input_dtype = _direct_input_dtype(layer)
+    if (
+        input_dtype is None
+        or (args[0].dtype != input_dtype and args[0].dtype.is_floating_point)
+        or layer.activity_regularizer is not None
+        or getattr(layer, "_remat_mode", None) is not None
+        or ("training" not in kwargs and takes_training)
+    ):
+        return None
+    if "training" in kwargs and not takes_training:
+        kwargs = {name: value for name, value in kwargs.items() if name != "training"}
+    return (layer.call(*args, **kwargs),)
+
+
+def _direct_input_dtype(layer):
+    """The PyTorch dtype of the layer's float inputs where its dtype policy allows a direct call, else None.
+
+    A direct call needs no autocast (compute dtype = variable dtype) and no
+    quantized call. Kept in the layer's `__dict__` (outside Keras' and
+    PyTorch's attribute tracking) until its dtype policy object changes
+    (`quantize()` and a new `dtype_policy` both replace it; a
+    `DTypePolicyMap`, which changes in place, is read afresh each call):
+    reading the policy's dtypes costs more than the rest of the check.
+    """
+    import keras
+
+    policy = layer.dtype_policy
+    cached = layer.__dict__.get("_direct_input_dtype")
+    if cached is not None and cached[0] is policy:
+        return cached[1]
+    allowed = layer.compute_dtype == layer.variable_dtype and layer.quantization_mode is None
+    input_dtype = torch_dtype(layer.input_dtype) if allowed else None
+    if not isinstance(policy, keras.dtype_policies.DTypePolicyMap):
+        layer.__dict__["_direct_input_dtype"] = (policy, input_dtype)
+    return input_dtype
+
+
+_TAKES_TRAINING = {}
+
+
+def _call_takes_training(layer_class):
+    """Whether `layer_class.call` has a `training` argument (cached per class)."""
+    if layer_class not in _TAKES_TRAINING:
+        _TAKES_TRAINING[layer_class] = "training" in inspect.signature(layer_class.call).parameters
+    return _TAKES_TRAINING[layer_class]
