@@ -14,6 +14,7 @@ and JAX trace them once, through `keras.ops`.
 import contextlib
 import importlib
 import os
+import sys
 import weakref
 
 import numpy as np
@@ -304,7 +305,7 @@ def constant_tensors(owner, key, make):
     """
     import keras
 
-    eager_torch = keras.backend.backend() == "torch" and not _torch_compiling()
+    eager_torch = keras.backend.backend() == "torch" and not torch_compiling()
     kept = _CONSTANTS.setdefault(owner, {}) if eager_torch else {}
     if key in kept:
         return kept[key]
@@ -316,10 +317,19 @@ def constant_tensors(owner, key, make):
     return tensors
 
 
-def _torch_compiling():
-    import torch
+def torch_compiling():
+    """Whether `torch.compile` is tracing the caller (False on other backends; torch is not imported).
 
-    return torch.compiler.is_compiling()
+    kbert's caches write nothing during a trace: once a dict that existed
+    before the trace changes, dynamo breaks the graph at the next
+    `inspect.Signature.bind` of a Keras layer call ("mapping proxy affected
+    by dictionary mutation"; see `kbert.torch_compilation`).
+
+    >>> torch_compiling()
+    False
+    """
+    torch = sys.modules.get("torch")
+    return torch is not None and torch.compiler.is_compiling()
 
 
 _CONSTANTS = weakref.WeakKeyDictionary()  # owner -> {key: tensors}
@@ -367,35 +377,6 @@ def torch_fused_adam(variables, gradients, momentums, velocities, step, learning
             lr=learning_rate, beta1=betas[0], beta2=betas[1], weight_decay=0.0, eps=epsilon,
             amsgrad=False, maximize=False,
         )
-
-
-def torch_compiled_training_step(step, optimizer, variables):
-    """`step` (Keras' PyTorch training step on one batch) under `torch.compile`, as one graph. PyTorch only.
-
-    Keras passes its step to `torch.compile` as it is, and dynamo breaks the
-    graph twice in it: at `loss.backward()` (traced only with dynamo's
-    `trace_autograd_ops`, which is off by default), and at the `re.search`
-    with which Keras' optimizers pick the variables excluded from weight
-    decay (no Keras issue asks for a compilable exclusion that we could find;
-    keras-team/keras#18569, which turned `torch.compile` on in Keras' PyTorch
-    trainer, names graph breaks in the step as its known caveat). Here the
-    step is traced with `trace_autograd_ops` on, and the optimizer's answer
-    for each of `variables` is computed before the first trace (Keras caches
-    it per variable), so that forward, backward and update form one graph.
-    """
-    import torch
-
-    optimizer = getattr(optimizer, "inner_optimizer", optimizer)  # a LossScaleOptimizer's
-    if hasattr(optimizer, "_use_weight_decay"):
-        for variable in variables:
-            optimizer._use_weight_decay(variable)
-    compiled = torch.compile(step)
-
-    def compiled_step(data):
-        with torch._dynamo.config.patch(trace_autograd_ops=True):
-            return compiled(data)
-
-    return compiled_step
 
 
 def dense(inputs, kernel, bias, kernel_transposed=False):
@@ -604,12 +585,18 @@ def _torch_tensor(x):
 
 
 def torch_dtype(name):
-    """The PyTorch dtype of a Keras dtype name (cached per name). PyTorch only."""
+    """The PyTorch dtype of a Keras dtype name (cached per name). PyTorch only.
+
+    The cache is not written while `torch.compile` traces (`torch_compiling`).
+    """
     if name not in _TORCH_DTYPES:
         import keras
         import torch
 
-        _TORCH_DTYPES[name] = getattr(torch, keras.backend.standardize_dtype(name))
+        dtype = getattr(torch, keras.backend.standardize_dtype(name))
+        if torch_compiling():
+            return dtype
+        _TORCH_DTYPES[name] = dtype
     return _TORCH_DTYPES[name]
 
 
@@ -627,9 +614,12 @@ def dtype_name(x):
     """
     import keras
 
-    if x.dtype not in _DTYPE_NAMES:
-        _DTYPE_NAMES[x.dtype] = keras.backend.standardize_dtype(x.dtype)
-    return _DTYPE_NAMES[x.dtype]
+    if x.dtype in _DTYPE_NAMES:
+        return _DTYPE_NAMES[x.dtype]
+    name = keras.backend.standardize_dtype(x.dtype)
+    if not torch_compiling():  # no cache write in a trace (see `torch_compiling`)
+        _DTYPE_NAMES[x.dtype] = name
+    return name
 
 
 _DTYPE_NAMES = {}

@@ -15,7 +15,7 @@ pytestmark = pytest.mark.backend_independent  # the same on every backend: one r
 ROOT = pathlib.Path(__file__).resolve().parents[1] / "kbert"
 
 LAYERS = (
-    {"arguments", "backend_utils"},
+    {"arguments", "backend_utils", "torch_compilation"},
     {"input_checks", "serialization"},
     {"layers", "text"},
     {"models"},

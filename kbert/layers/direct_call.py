@@ -2,7 +2,7 @@ import inspect
 
 import keras
 
-from kbert.backend_utils import torch_dtype
+from kbert.backend_utils import torch_compiling, torch_dtype
 
 
 class DirectCall:
@@ -67,6 +67,7 @@ def _direct_input_dtype(layer):
     (`quantize()` and a new `dtype_policy` both replace it; a
     `DTypePolicyMap`, which changes in place, is read afresh each call):
     reading the policy's dtypes costs more than the rest of the check.
+    Not kept while `torch.compile` traces (`torch_compiling`).
     """
     policy = layer.dtype_policy
     cached = layer.__dict__.get("_direct_input_dtype")
@@ -74,7 +75,7 @@ def _direct_input_dtype(layer):
         return cached[1]
     allowed = layer.compute_dtype == layer.variable_dtype and layer.quantization_mode is None
     input_dtype = torch_dtype(layer.input_dtype) if allowed else None
-    if not isinstance(policy, keras.dtype_policies.DTypePolicyMap):
+    if not isinstance(policy, keras.dtype_policies.DTypePolicyMap) and not torch_compiling():
         layer.__dict__["_direct_input_dtype"] = (policy, input_dtype)
     return input_dtype
 
@@ -83,7 +84,10 @@ _TAKES_TRAINING = {}
 
 
 def _call_takes_training(layer_class):
-    """Whether `layer_class.call` has a `training` argument (cached per class)."""
-    if layer_class not in _TAKES_TRAINING:
-        _TAKES_TRAINING[layer_class] = "training" in inspect.signature(layer_class.call).parameters
-    return _TAKES_TRAINING[layer_class]
+    """Whether `layer_class.call` has a `training` argument (cached per class, not while `torch_compiling`)."""
+    if layer_class in _TAKES_TRAINING:
+        return _TAKES_TRAINING[layer_class]
+    takes_training = "training" in inspect.signature(layer_class.call).parameters
+    if not torch_compiling():
+        _TAKES_TRAINING[layer_class] = takes_training
+    return takes_training

@@ -8,6 +8,7 @@ without inductor's C++ build, which takes minutes a model on this CPU.
 """
 
 import functools
+import importlib
 import pathlib
 import sys
 
@@ -23,32 +24,93 @@ pytestmark = pytest.mark.skipif(
     BACKEND != "torch", reason="jit_compile=True compiles with torch.compile on PyTorch only"
 )
 TESTS = pathlib.Path(__file__).resolve().parents[1]
-for folder in ("pretraining",):  # the batch makers of the models' own tests
+for folder in ("pretraining", "tasks", "models"):  # the batch makers of the models' own tests
     if str(TESTS / folder) not in sys.path:
         sys.path.insert(0, str(TESTS / folder))
 
 STEPS = 3
+BATCH, LENGTH = 4, 12
+SEQ2SEQ = dict(vocabulary_size=40, num_layers=1, num_heads=2, hidden_dim=16, intermediate_dim=24,
+               dropout=0.1)
 
 
-def _encoder(**overrides):
-    sizes = dict(vocabulary_size=60, num_layers=1, num_heads=2, hidden_dim=16,
-                 intermediate_dim=32, max_positions=32, dropout=0.1)
-    return kbert.models.Encoder(**{**sizes, **overrides})
+def _case(module):
+    """The model and a batch of a test file's `TaskCase` (`CASE`)."""
+    case = importlib.import_module(module).CASE
+    x = case.inputs()
+    return case.make_model(), (x, case.targets(x))
 
 
-def _bert():
+def _bert(pair_objective):
     from test_bert_pretrainer import make_batch
 
-    return BertPretrainer(_encoder(), pair_objective="nsp"), make_batch()
+    encoder = kbert.models.Encoder(vocabulary_size=60, num_layers=1, num_heads=2, hidden_dim=16,
+                                   intermediate_dim=32, max_positions=32, dropout=0.1,
+                                   **({"embedding_dim": 8} if pair_objective == "sop" else {}))
+    return BertPretrainer(encoder, pair_objective=pair_objective), make_batch()
 
 
-# Verified so far. The other pretrainers and tasks are not: BiLMPretrainer (after the graph
-# break at Keras' PyTorch `max` was removed: `ops.amax`), CausalLM, TextClassifier and
-# Seq2SeqLM stop in dynamo with "AssertionError: 'self' not in cell_and_freevars" while it
-# resumes after a graph break inside Keras' `traceback_utils.error_handler` (an exception
-# raised while tracing the model's call, then filtered); the cause is not yet found.
+def _dataset_batch(objective):
+    from test_pretraining_dataset import batches, make_dataset
+
+    x, y = batches(make_dataset(objective, sequence_length=16, batch_size=4), limit=1)[0]
+    return x, y
+
+
+def _struct_bert():
+    from kbert.pretraining import StructBertPretrainer
+
+    backbone = kbert.models.bert_tiny(vocabulary_size=2000, num_layers=1, hidden_dim=16, num_heads=2,
+                                      intermediate_dim=32, max_positions=16)
+    return StructBertPretrainer(backbone), _dataset_batch("structbert")
+
+
+def _xlnet():
+    from kbert.pretraining import XLNetPretrainer
+
+    backbone = kbert.models.xlnet_tiny(vocabulary_size=2000, num_layers=1, hidden_dim=16, num_heads=2,
+                                       intermediate_dim=32, dropout=0.1)
+    return XLNetPretrainer(backbone), _dataset_batch("plm")
+
+
+def _causal_lm():
+    from test_causal_lm import batch
+
+    gpt2 = kbert.models.GPT2(vocabulary_size=40, num_layers=1, num_heads=2, hidden_dim=16,
+                             intermediate_dim=24, max_positions=32, dropout=0.1, end_id=0)
+    return kbert.tasks.CausalLM(gpt2), (batch(), None)
+
+
+def _t5():
+    """T5 as span corruption trains it: teacher forcing on a `Seq2SeqLM`."""
+    from test_seq2seq_lm import batch
+
+    return kbert.tasks.Seq2SeqLM(kbert.models.T5(**SEQ2SEQ)), batch()
+
+
+def _bart():
+    """BART as its denoising objective trains it: teacher forcing on a `Seq2SeqLM`."""
+    from test_bart import batch
+
+    return kbert.tasks.Seq2SeqLM(kbert.models.BART(**SEQ2SEQ, max_positions=32)), batch()
+
+
 MODELS = {
-    "BertPretrainer": _bert,
+    "BertPretrainer_nsp": functools.partial(_bert, "nsp"),
+    "BertPretrainer_sop": functools.partial(_bert, "sop"),
+    "ElectraPretrainer": functools.partial(_case, "test_electra_pretrainer"),
+    "SpanBertPretrainer": functools.partial(_case, "test_span_bert_pretrainer"),
+    "DistillationTrainer": functools.partial(_case, "test_distillation_trainer"),
+    "BiLMPretrainer": functools.partial(_case, "test_bilm_pretrainer"),
+    "StructBertPretrainer": _struct_bert,
+    "XLNetPretrainer": _xlnet,
+    "Seq2SeqLM_t5_span_corruption": _t5,
+    "Seq2SeqLM_bart_denoising": _bart,
+    "TextClassifier": functools.partial(_case, "test_text_classifier"),
+    "TokenClassifier": functools.partial(_case, "test_token_classifier"),
+    "SpanQuestionAnswering": functools.partial(_case, "test_span_question_answering"),
+    "MultipleChoice": functools.partial(_case, "test_multiple_choice"),
+    "CausalLM": _causal_lm,
 }
 
 
@@ -73,7 +135,7 @@ def _train(name, jit_compile):
     model.compile(optimizer=create_optimizer("adamw", 1e-3, total_steps=10, warmup_steps=1),
                   jit_compile=jit_compile)
     record = _StepRecord()
-    batch = len(next(iter(x.values())))
+    batch = len(keras.tree.flatten(x)[0])
     model.fit(x, y, batch_size=batch, epochs=STEPS, shuffle=False, verbose=0, callbacks=[record])
     return record, model, (x, y)
 

@@ -1,0 +1,70 @@
+"""`torch.compile` for kbert's training steps and decoding steps (PyTorch only).
+
+Keras compiles its PyTorch training step with `torch.compile` as it is,
+and dynamo breaks that step into several graphs; the decoding loops call
+a model's per-step method many times with shapes that change from call to
+call. The wrappers here make each one graph and keep recompilations rare
+(docs/architecture.md, "Compiled training and generation on PyTorch").
+"""
+
+import functools
+import types
+
+
+def torch_compiled_training_step(step, optimizer, variables):
+    """`step` (Keras' PyTorch training step on one batch) under `torch.compile`, as one graph. PyTorch only.
+
+    Keras passes its step to `torch.compile` as it is, and dynamo breaks the
+    graph twice in it: at `loss.backward()` (traced only with dynamo's
+    `trace_autograd_ops`, which is off by default), and at the `re.search`
+    with which Keras' optimizers pick the variables excluded from weight
+    decay (no Keras issue asks for a compilable exclusion that we could find;
+    keras-team/keras#18569, which turned `torch.compile` on in Keras' PyTorch
+    trainer, names graph breaks in the step as its known caveat). Here the
+    step is traced with `trace_autograd_ops` on, and the optimizer's answer
+    for each of `variables` is computed before the first trace (Keras caches
+    it per variable), so that forward, backward and update form one graph.
+    The optimizer's `warnings.warn` about variables with no gradient (an
+    unused pooler) is moved after the graph (dynamo's
+    `reorderable_logging_functions`) instead of breaking it.
+    """
+    import warnings
+
+    import torch
+
+    optimizer = getattr(optimizer, "inner_optimizer", optimizer)  # a LossScaleOptimizer's
+    if hasattr(optimizer, "_use_weight_decay"):
+        for variable in variables:
+            optimizer._use_weight_decay(variable)
+    compiled = torch.compile(step)
+
+    def compiled_step(data):
+        with torch._dynamo.config.patch(trace_autograd_ops=True,
+                                        reorderable_logging_functions={warnings.warn}):
+            return compiled(data)
+
+    return compiled_step
+
+
+def torch_compiled_method(model, name):
+    """`model.<name>` under `torch.compile`, with a compilation cache of its own.
+
+    By default Dynamo guards every attribute of every layer of the model,
+    which costs milliseconds per step, and Keras setting an attribute on the
+    first call forces a second compilation. The guards on the model's modules
+    are therefore dropped. That is safe only while one model uses the cache,
+    and Dynamo keeps its cache on the code object, so the method is compiled
+    from a copy with a code object of its own.
+    """
+    import torch
+
+    function = getattr(type(model), name)
+    copy = types.FunctionType(
+        function.__code__.replace(),
+        function.__globals__,
+        function.__name__,
+        function.__defaults__,
+        function.__closure__,
+    )
+    guards = {"guard_filter_fn": torch.compiler.skip_guard_on_all_nn_modules_unsafe}
+    return functools.partial(torch.compile(copy, options=guards), model)
