@@ -9,6 +9,7 @@ call. The wrappers here make each one graph and keep recompilations rare
 
 import functools
 import types
+import weakref
 
 
 def torch_compiled_training_step(step, optimizer, variables):
@@ -47,24 +48,33 @@ def torch_compiled_training_step(step, optimizer, variables):
 
 
 def torch_compiled_method(model, name):
-    """`model.<name>` under `torch.compile`, with a compilation cache of its own.
+    """`model.<name>` under `torch.compile`, compiled once per model and method.
 
     By default Dynamo guards every attribute of every layer of the model,
     which costs milliseconds per step, and Keras setting an attribute on the
     first call forces a second compilation. The guards on the model's modules
     are therefore dropped. That is safe only while one model uses the cache,
     and Dynamo keeps its cache on the code object, so the method is compiled
-    from a copy with a code object of its own.
+    from a copy with a code object of its own, kept per model (weakly): every
+    generator of the model shares its compiled steps. A new batch size or
+    prompt length recompiles once, with those sizes dynamic (Dynamo's
+    automatic dynamic shapes); later sizes reuse that graph.
     """
     import torch
 
-    function = getattr(type(model), name)
-    copy = types.FunctionType(
-        function.__code__.replace(),
-        function.__globals__,
-        function.__name__,
-        function.__defaults__,
-        function.__closure__,
-    )
-    guards = {"guard_filter_fn": torch.compiler.skip_guard_on_all_nn_modules_unsafe}
-    return functools.partial(torch.compile(copy, options=guards), model)
+    compiled = _COMPILED_METHODS.setdefault(model, {})
+    if name not in compiled:
+        function = getattr(type(model), name)
+        copy = types.FunctionType(
+            function.__code__.replace(),
+            function.__globals__,
+            function.__name__,
+            function.__defaults__,
+            function.__closure__,
+        )
+        guards = {"guard_filter_fn": torch.compiler.skip_guard_on_all_nn_modules_unsafe}
+        compiled[name] = torch.compile(copy, options=guards)
+    return functools.partial(compiled[name], model)
+
+
+_COMPILED_METHODS = weakref.WeakKeyDictionary()  # model -> {method name: its compiled copy}
