@@ -29,8 +29,6 @@ def torch_compiled_training_step(step, optimizer, variables):
     unused pooler) is moved after the graph (dynamo's
     `reorderable_logging_functions`) instead of breaking it.
     """
-    import warnings
-
     import torch
 
     optimizer = getattr(optimizer, "inner_optimizer", optimizer)  # a LossScaleOptimizer's
@@ -39,12 +37,27 @@ def torch_compiled_training_step(step, optimizer, variables):
             optimizer._use_weight_decay(variable)
     compiled = torch.compile(step)
 
+    parameters = [variable.value for variable in variables]
+
     def compiled_step(data):
-        with torch._dynamo.config.patch(trace_autograd_ops=True,
-                                        reorderable_logging_functions={warnings.warn}):
-            return compiled(data)
+        with training_step_tracing():
+            logs = compiled(data)
+        # Keras' step starts with `zero_grad()`, which dynamo guards on: with the
+        # gradients left in place, the second step would trace again.
+        for parameter in parameters:
+            parameter.grad = None
+        return logs
 
     return compiled_step
+
+
+def training_step_tracing():
+    """The dynamo settings under which `torch_compiled_training_step` traces (a context manager)."""
+    import warnings
+
+    import torch
+
+    return torch._dynamo.config.patch(trace_autograd_ops=True, reorderable_logging_functions={warnings.warn})
 
 
 def torch_compiled_method(model, name):

@@ -19,6 +19,7 @@ from helpers import BACKEND
 
 import kbert
 from kbert.pretraining import BertPretrainer, create_optimizer
+from kbert.torch_compilation import training_step_tracing
 
 pytestmark = pytest.mark.skipif(
     BACKEND != "torch", reason="jit_compile=True compiles with torch.compile on PyTorch only"
@@ -162,7 +163,7 @@ def test_compiled_fit_matches_eager_in_one_graph(name, aot_eager):
     assert compiled.graphs[2] == compiled.graphs[1], "the third step compiled again"
     data = keras.tree.map_structure(
         lambda a: None if a is None else torch.as_tensor(a, device=kbert_device()), (x, y))
-    with torch._dynamo.config.patch(trace_autograd_ops=True):
+    with training_step_tracing():
         explanation = torch._dynamo.explain(model.train_step)(data)
     assert explanation.graph_break_count == 0, [b.reason for b in explanation.break_reasons]
 
