@@ -80,6 +80,21 @@ def _causal_lm():
     return kbert.tasks.CausalLM(gpt2), (batch(), None)
 
 
+def _span_question_answering():
+    """On a BERT encoder: the test file's case runs Longformer, whose index tables break the graph.
+
+    Longformer and BigBird build their index tables with NumPy at the first call
+    of each shape (`kbert.backend_utils.constant_tensors`); under dynamo,
+    Keras' `convert_to_tensor` of those arrays reads `ndarray.dtype`, which
+    dynamo does not trace, so both families' steps break there.
+    """
+    from task_testing import tiny_encoder
+    from test_span_question_answering import CASE
+
+    x = CASE.inputs()
+    return kbert.tasks.SpanQuestionAnswering(tiny_encoder("bert")), (x, CASE.targets(x))
+
+
 def _t5():
     """T5 as span corruption trains it: teacher forcing on a `Seq2SeqLM`."""
     from test_seq2seq_lm import batch
@@ -111,7 +126,7 @@ MODELS = {
     "Seq2SeqLM_bart_denoising": _bart,
     "TextClassifier": functools.partial(_case, "test_text_classifier"),
     "TokenClassifier": functools.partial(_case, "test_token_classifier"),
-    "SpanQuestionAnswering": functools.partial(_case, "test_span_question_answering"),
+    "SpanQuestionAnswering": _span_question_answering,
     "MultipleChoice": functools.partial(_case, "test_multiple_choice"),
     "CausalLM": _causal_lm,
 }
