@@ -368,33 +368,6 @@ def clip(x, low, high):
     return keras.ops.clip(x, low, high)
 
 
-def torch_compiled_training_step(step, optimizer, variables):
-    """`step` (Keras' PyTorch training step on one batch) under `torch.compile`, as one graph. PyTorch only.
-
-    Keras passes its step to `torch.compile` as it is, and dynamo breaks the
-    graph twice in it: at `loss.backward()` (traced only with dynamo's
-    `trace_autograd_ops`, which is off by default), and at the `re.search`
-    with which Keras' optimizers pick the variables excluded from weight
-    decay (no Keras issue asks for a compilable exclusion that we could find;
-    keras-team/keras#18569, which turned `torch.compile` on in Keras' PyTorch
-    trainer, names graph breaks in the step as its known caveat). Here the
-    step is traced with `trace_autograd_ops` on, and the optimizer's answer
-    for each of `variables` is computed before the first trace (Keras caches
-    it per variable), so that forward, backward and update form one graph.
-    """
-    import torch
-
-    optimizer = getattr(optimizer, "inner_optimizer", optimizer)  # a LossScaleOptimizer's
-    if hasattr(optimizer, "_use_weight_decay"):
-        for variable in variables:
-            optimizer._use_weight_decay(variable)
-    compiled = torch.compile(step)
-
-    def compiled_step(data):
-        with torch._dynamo.config.patch(trace_autograd_ops=True):
-            return compiled(data)
-
-    return compiled_step
 
 
 def dense(inputs, kernel, bias, kernel_transposed=False):
@@ -519,9 +492,12 @@ def dtype_name(x):
     """
     import keras
 
-    if x.dtype not in _DTYPE_NAMES:
-        _DTYPE_NAMES[x.dtype] = keras.backend.standardize_dtype(x.dtype)
-    return _DTYPE_NAMES[x.dtype]
+    if x.dtype in _DTYPE_NAMES:
+        return _DTYPE_NAMES[x.dtype]
+    name = keras.backend.standardize_dtype(x.dtype)
+    if not torch_fast_paths.compiling():  # no cache write in a trace (see `torch_fast_paths.compiling`)
+        _DTYPE_NAMES[x.dtype] = name
+    return name
 
 
 _DTYPE_NAMES = {}

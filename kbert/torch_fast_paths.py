@@ -22,6 +22,7 @@ False
 import contextlib
 import inspect
 import os
+import sys
 import weakref
 
 _SWITCH = os.environ.get("KBERT_FAST_PATHS", "1")
@@ -243,14 +244,14 @@ def kept_constants(owner, key, make):
     import keras
     import torch
 
-    compiling = torch.compiler.is_compiling()
-    kept = {} if compiling else _CONSTANTS.setdefault(owner, {})
+    tracing = compiling()
+    kept = {} if tracing else _CONSTANTS.setdefault(owner, {})
     if key in kept:
         return kept[key]
     tensors = tuple(keras.ops.convert_to_tensor(array) for array in make())
     # Keras infers output shapes on PyTorch by calling layers on the "meta"
     # device: tensors made there hold no values and are not kept.
-    if not compiling and all(tensor.device.type != "meta" for tensor in tensors):
+    if not tracing and all(tensor.device.type != "meta" for tensor in tensors):
         kept[key] = tensors
     return tensors
 
@@ -293,10 +294,18 @@ def fused_adam(variables, gradients, momentums, velocities, step, learning_rate,
 
 
 def compiling():
-    """Whether `torch.compile` is tracing now."""
-    import torch
+    """Whether `torch.compile` is tracing the caller (False where torch is not imported).
 
-    return torch.compiler.is_compiling()
+    kbert's caches write nothing during a trace: once a dict that existed
+    before the trace changes, dynamo breaks the graph at the next
+    `inspect.Signature.bind` of a Keras layer call ("mapping proxy affected
+    by dictionary mutation"; see `kbert.torch_compilation`).
+
+    >>> compiling()
+    False
+    """
+    torch = sys.modules.get("torch")
+    return torch is not None and torch.compiler.is_compiling()
 
 
 def dense(inputs, kernel, bias, kernel_transposed=False):
@@ -441,12 +450,15 @@ def _torch_tensor(x):
 
 
 def torch_dtype(name):
-    """The PyTorch dtype of a Keras dtype name (cached per name)."""
+    """The PyTorch dtype of a Keras dtype name (cached per name, not while `compiling`)."""
     if name not in _TORCH_DTYPES:
         import keras
         import torch
 
-        _TORCH_DTYPES[name] = getattr(torch, keras.backend.standardize_dtype(name))
+        dtype = getattr(torch, keras.backend.standardize_dtype(name))
+        if compiling():
+            return dtype
+        _TORCH_DTYPES[name] = dtype
     return _TORCH_DTYPES[name]
 
 
@@ -489,6 +501,7 @@ def _direct_input_dtype(layer):
     (`quantize()` and a new `dtype_policy` both replace it; a
     `DTypePolicyMap`, which changes in place, is read afresh each call):
     reading the policy's dtypes costs more than the rest of the check.
+    Not kept while `torch.compile` traces (`compiling`).
     """
     import keras
 
@@ -498,7 +511,7 @@ def _direct_input_dtype(layer):
         return cached[1]
     allowed = layer.compute_dtype == layer.variable_dtype and layer.quantization_mode is None
     input_dtype = torch_dtype(layer.input_dtype) if allowed else None
-    if not isinstance(policy, keras.dtype_policies.DTypePolicyMap):
+    if not isinstance(policy, keras.dtype_policies.DTypePolicyMap) and not compiling():
         layer.__dict__["_direct_input_dtype"] = (policy, input_dtype)
     return input_dtype
 
@@ -507,7 +520,10 @@ _TAKES_TRAINING = {}
 
 
 def _call_takes_training(layer_class):
-    """Whether `layer_class.call` has a `training` argument (cached per class)."""
-    if layer_class not in _TAKES_TRAINING:
-        _TAKES_TRAINING[layer_class] = "training" in inspect.signature(layer_class.call).parameters
-    return _TAKES_TRAINING[layer_class]
+    """Whether `layer_class.call` has a `training` argument (cached per class, not while `compiling`)."""
+    if layer_class in _TAKES_TRAINING:
+        return _TAKES_TRAINING[layer_class]
+    takes_training = "training" in inspect.signature(layer_class.call).parameters
+    if not compiling():
+        _TAKES_TRAINING[layer_class] = takes_training
+    return takes_training

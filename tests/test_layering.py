@@ -16,7 +16,7 @@ ROOT = pathlib.Path(__file__).resolve().parents[1] / "kbert"
 
 LAYERS = (
     {"torch_fast_paths"},
-    {"arguments", "backend_utils"},
+    {"arguments", "backend_utils", "torch_compilation"},
     {"input_checks", "serialization"},
     {"layers", "text"},
     {"models"},

@@ -18,9 +18,6 @@ the caches instead of copying them (XLA reuses the loop's buffers on
 TensorFlow and JAX anyway).
 """
 
-import functools
-import types
-
 import keras
 import numpy as np
 from keras import ops
@@ -35,6 +32,7 @@ from kbert.generation.samplers import (
     initial_beam_scores,
     next_tokens,
 )
+from kbert.torch_compilation import torch_compiled_method
 
 
 def compile_loop(fn, model, jit_compile, reduce_retracing=True):
@@ -75,30 +73,6 @@ def compile_loop(fn, model, jit_compile, reduce_retracing=True):
 
         return no_grad
     return fn
-
-
-def torch_compiled_method(model, name):
-    """`model.<name>` under `torch.compile`, with a compilation cache of its own.
-
-    By default Dynamo guards every attribute of every layer of the model,
-    which costs milliseconds per step, and Keras setting an attribute on the
-    first call forces a second compilation. The guards on the model's modules
-    are therefore dropped. That is safe only while one model uses the cache,
-    and Dynamo keeps its cache on the code object, so the method is compiled
-    from a copy with a code object of its own.
-    """
-    import torch
-
-    function = getattr(type(model), name)
-    copy = types.FunctionType(
-        function.__code__.replace(),
-        function.__globals__,
-        function.__name__,
-        function.__defaults__,
-        function.__closure__,
-    )
-    guards = {"guard_filter_fn": torch.compiler.skip_guard_on_all_nn_modules_unsafe}
-    return functools.partial(torch.compile(copy, options=guards), model)
 
 
 class Generator:

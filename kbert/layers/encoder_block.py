@@ -3,7 +3,7 @@ import keras
 from kbert.arguments import positive_int, positive_number, probability
 from kbert.layers.activations import get_activation, serialize_activation
 from kbert.layers.direct_call import DirectCall
-from kbert.layers.dropout import apply_dropout
+from kbert.layers.dropout import Dropout, apply_dropout
 from kbert.layers.fused_dense import FusedDense
 from kbert.layers.initializers import clone_initializer
 from kbert.layers.layer_normalization import LayerNormalization
@@ -132,7 +132,7 @@ class EncoderBlock(DirectCall, keras.layers.Layer):
             self.attention_layer.build(inputs_shape)
         self.attention_layer_norm = self._layer_norm("attention_layer_norm")
         self.attention_layer_norm.build(inputs_shape)
-        self.attention_output_dropout = keras.layers.Dropout(self.dropout, dtype=self.dtype_policy)
+        self.attention_output_dropout = Dropout(self.dropout, dtype=self.dtype_policy)
         self.intermediate_dense = FusedDense(
             self.intermediate_dim,
             activation=get_activation(self.activation),
@@ -150,7 +150,7 @@ class EncoderBlock(DirectCall, keras.layers.Layer):
         self.output_dense.build(tuple(inputs_shape[:-1]) + (self.intermediate_dim,))
         self.output_layer_norm = self._layer_norm("output_layer_norm")
         self.output_layer_norm.build(inputs_shape)
-        self.output_dropout = keras.layers.Dropout(self.dropout, dtype=self.dtype_policy)
+        self.output_dropout = Dropout(self.dropout, dtype=self.dtype_policy)
         self.built = True
 
     def call(

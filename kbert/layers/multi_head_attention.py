@@ -6,7 +6,7 @@ from kbert import torch_fast_paths
 from kbert.backend_utils import fused_attention, fused_attention_supports, reshape
 from kbert.layers.attention_mask import MASKED_SCORE, causal_mask, merge_attention_masks
 from kbert.layers.direct_call import DirectCall
-from kbert.layers.dropout import apply_dropout
+from kbert.layers.dropout import Dropout, apply_dropout
 from kbert.layers.fused_dense import FusedDense
 from kbert.layers.initializers import clone_initializer
 from kbert.layers.sparse_attention import check_self_attention
@@ -95,7 +95,7 @@ class MultiHeadAttention(DirectCall, keras.layers.Layer):
         self.scale = scale
         self.kernel_initializer = keras.initializers.get(kernel_initializer)
         self.bias_initializer = keras.initializers.get(bias_initializer)
-        self.dropout_layer = keras.layers.Dropout(self.dropout, dtype=self.dtype_policy)
+        self.dropout_layer = Dropout(self.dropout, dtype=self.dtype_policy)
 
     def _dense(self, units, name):
         return FusedDense(

@@ -4,7 +4,7 @@ from kbert.arguments import one_of, positive_int, positive_number, probability
 from kbert.layers.activations import get_activation, serialize_activation
 from kbert.layers.cached_multi_head_attention import CachedMultiHeadAttention
 from kbert.layers.direct_call import DirectCall
-from kbert.layers.dropout import apply_dropout
+from kbert.layers.dropout import Dropout, apply_dropout
 from kbert.layers.fused_dense import FusedDense
 from kbert.layers.initializers import clone_initializer
 from kbert.layers.layer_normalization import LayerNormalization
@@ -147,7 +147,7 @@ class T5Block(DirectCall, keras.layers.Layer):
         return norm
 
     def _dropout(self):
-        return keras.layers.Dropout(self.dropout, dtype=self.dtype_policy)
+        return Dropout(self.dropout, dtype=self.dtype_policy)
 
     def _dense(self, units, input_dim, name, activation=None):
         dense = FusedDense(

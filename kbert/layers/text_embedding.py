@@ -3,7 +3,7 @@ from keras import ops
 
 from kbert.arguments import non_negative_int, positive_int, positive_number, probability
 from kbert.input_checks import check_ids_in_range
-from kbert.layers.dropout import apply_dropout
+from kbert.layers.dropout import Dropout, apply_dropout
 from kbert.layers.fused_dense import FusedDense
 from kbert.layers.layer_normalization import LayerNormalization
 from kbert.layers.position_embedding import PositionEmbedding
@@ -100,7 +100,7 @@ class TextEmbedding(keras.layers.Layer):
         self.layer_norm = LayerNormalization(
             epsilon=self.layer_norm_epsilon, dtype=self.dtype_policy, name="layer_norm"
         )
-        self.dropout_layer = keras.layers.Dropout(
+        self.dropout_layer = Dropout(
             self.dropout, dtype=self.dtype_policy, name="dropout"
         )
         self.projection = None

@@ -4,7 +4,7 @@ import keras
 
 from kbert.arguments import positive_int, probability
 from kbert.layers.activations import get_activation, serialize_activation
-from kbert.layers.dropout import apply_dropout
+from kbert.layers.dropout import Dropout, apply_dropout
 from kbert.layers.layer_normalization import LayerNormalization
 from kbert.layers.two_stream_relative_attention import (
     TwoStreamRelativeAttention,
@@ -47,7 +47,7 @@ class TwoStreamEncoderBlock(keras.layers.Layer):
         self.layer_norm_epsilon = layer_norm_epsilon
         self.clamp_length = clamp_length
         self.attention_layer = None
-        self.dropout_layer = keras.layers.Dropout(self.dropout, dtype=self.dtype_policy)
+        self.dropout_layer = Dropout(self.dropout, dtype=self.dtype_policy)
         normal = keras.initializers.RandomNormal(stddev=0.02)
         self.intermediate_dense = keras.layers.Dense(
             intermediate_dim, activation=get_activation(activation), kernel_initializer=normal,

@@ -5,7 +5,7 @@ from keras import ops
 
 from kbert.arguments import integer, positive_int, probability
 from kbert.layers.attention_mask import MASKED_SCORE
-from kbert.layers.dropout import apply_dropout
+from kbert.layers.dropout import Dropout, apply_dropout
 from kbert.layers.layer_normalization import LayerNormalization
 
 # The projections, each a `(hidden, heads, key_dim)` kernel as XLNet stores them.
@@ -127,7 +127,7 @@ class TwoStreamRelativeAttention(keras.layers.Layer):
         self.kernel_initializer = keras.initializers.get(
             kernel_initializer or keras.initializers.RandomNormal(stddev=0.02)
         )
-        self.dropout_layer = keras.layers.Dropout(self.dropout, dtype=self.dtype_policy)
+        self.dropout_layer = Dropout(self.dropout, dtype=self.dtype_policy)
         self.layer_norm = LayerNormalization(
             epsilon=layer_norm_epsilon, dtype=self.dtype_policy, name="layer_norm"
         )

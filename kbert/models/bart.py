@@ -3,6 +3,7 @@
 import keras
 
 from kbert.arguments import positive_int, positive_number, probability
+from kbert.layers.dropout import Dropout
 from kbert.layers.language_model_head import LanguageModelHead
 from kbert.layers.layer_normalization import LayerNormalization
 from kbert.layers.position_embedding import PositionEmbedding
@@ -145,7 +146,7 @@ class BART(Backbone):
         )
         setattr(self, f"{stack}_position_embedding", position_embedding)
         setattr(self, f"{stack}_embedding_layer_norm", norm)
-        setattr(self, f"{stack}_embedding_dropout", keras.layers.Dropout(self.dropout, dtype=dtype))
+        setattr(self, f"{stack}_embedding_dropout", Dropout(self.dropout, dtype=dtype))
 
     def _block_arguments(self, dtype):
         """What the encoder and decoder blocks share."""

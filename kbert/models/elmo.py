@@ -6,6 +6,7 @@ from keras import ops
 from kbert.arguments import positive_int, probability
 from kbert.input_checks import ids, mask
 from kbert.layers.character_cnn import ELMO_FILTERS, CharacterCNN
+from kbert.layers.dropout import Dropout
 from kbert.layers.projected_lstm import ProjectedLSTM
 from kbert.models.backbone import Backbone
 
@@ -87,7 +88,7 @@ class ELMo(Backbone):
         )
         self.forward_layers = self._lstm_stack("forward", go_backwards=False, dtype=dtype)
         self.backward_layers = self._lstm_stack("backward", go_backwards=True, dtype=dtype)
-        self.lstm_dropout = keras.layers.Dropout(dropout, dtype=dtype, name="lstm_dropout")
+        self.lstm_dropout = Dropout(dropout, dtype=dtype, name="lstm_dropout")
 
         # === Functional graph ===
         inputs = {

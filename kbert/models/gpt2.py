@@ -7,7 +7,7 @@ from kbert.arguments import positive_int, probability
 from kbert.backend_utils import take_indices
 from kbert.input_checks import ids, mask
 from kbert.layers.attention_mask import causal_padding_mask
-from kbert.layers.dropout import apply_dropout
+from kbert.layers.dropout import Dropout, apply_dropout
 from kbert.layers.layer_normalization import LayerNormalization
 from kbert.layers.position_embedding import PositionEmbedding
 from kbert.layers.reversible_embedding import ReversibleEmbedding
@@ -126,7 +126,7 @@ class GPT2(Backbone):
         self.position_embedding = PositionEmbedding(
             self.max_positions, initializer=normal, dtype=dtype, name="position_embedding"
         )
-        self.embedding_dropout = keras.layers.Dropout(self.dropout, dtype=dtype)
+        self.embedding_dropout = Dropout(self.dropout, dtype=dtype)
         self.transformer_layers = [
             CausalDecoderBlock(
                 num_heads=self.num_heads,

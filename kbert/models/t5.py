@@ -7,7 +7,7 @@ from keras import ops
 from kbert.arguments import head_counts, positive_int, probability
 from kbert.input_checks import ids, mask
 from kbert.layers.attention_mask import causal_mask, fold_padding_mask
-from kbert.layers.dropout import apply_dropout
+from kbert.layers.dropout import Dropout, apply_dropout
 from kbert.layers.fused_dense import FusedDense
 from kbert.layers.relative_position_bias import RelativePositionBias
 from kbert.layers.reversible_embedding import ReversibleEmbedding
@@ -173,7 +173,7 @@ class T5(Backbone):
             dtype=dtype,
             name="token_embedding",
         )
-        self.embedding_dropout = keras.layers.Dropout(self.dropout, dtype=dtype)
+        self.embedding_dropout = Dropout(self.dropout, dtype=dtype)
 
     @property
     def head_dim(self):
@@ -224,7 +224,7 @@ class T5(Backbone):
         norm = RMSNormalization(
             self.layer_norm_epsilon, dtype=dtype, name=f"{prefix}_final_layer_norm"
         )
-        return position_bias, blocks, norm, keras.layers.Dropout(self.dropout, dtype=dtype)
+        return position_bias, blocks, norm, Dropout(self.dropout, dtype=dtype)
 
     def _create_encoder(self, dtype):
         (

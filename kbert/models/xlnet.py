@@ -7,7 +7,7 @@ from keras import ops
 from kbert.arguments import positive_int, probability
 from kbert.backend_utils import is_eager_tensor
 from kbert.input_checks import check_inputs, ids, mask
-from kbert.layers.dropout import apply_dropout
+from kbert.layers.dropout import Dropout, apply_dropout
 from kbert.layers.reversible_embedding import ReversibleEmbedding
 from kbert.layers.two_stream_encoder_block import TwoStreamEncoderBlock
 from kbert.models.backbone import Backbone
@@ -150,7 +150,7 @@ class XLNet(Backbone):
         )
         self.query_embedding = QueryEmbedding(self.hidden_dim, dtype=dtype, name="query_embedding")
         self.query_embedding.build()
-        self.dropout_layer = keras.layers.Dropout(self.dropout, dtype=dtype)
+        self.dropout_layer = Dropout(self.dropout, dtype=dtype)
         self.transformer_layers = [
             TwoStreamEncoderBlock(
                 self.num_heads, self.intermediate_dim, self.dropout, self.activation,

@@ -13,6 +13,7 @@ import keras
 from keras import ops
 
 from kbert.arguments import probability
+from kbert.layers.dropout import Dropout
 from kbert.layers.fused_dense import FusedDense
 from kbert.models.encoder import Encoder
 from kbert.tasks.encoder_features import FEATURES, EncoderFeatures
@@ -93,7 +94,7 @@ def head_dropout(backbone, rate):
     >>> head_dropout(kbert.models.bert_tiny(num_layers=1), 0.1).rate
     0.1
     """
-    return keras.layers.Dropout(probability("dropout", rate), dtype=backbone.dtype_policy, name="dropout")
+    return Dropout(probability("dropout", rate), dtype=backbone.dtype_policy, name="dropout")
 
 
 def labelled(labels):

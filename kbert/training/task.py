@@ -7,7 +7,7 @@ of inputs or targets, `backbone_inputs` picks the backbone's entries from it.
 import keras
 from keras import ops
 
-from kbert.backend_utils import torch_compiled_training_step
+from kbert.torch_compilation import torch_compiled_training_step
 from kbert.input_checks import InputChecks, check_inputs
 from kbert.serialization import constructor_config, deserialize_arguments
 
@@ -60,7 +60,7 @@ class Task(InputChecks, keras.Model):
 
         Keras compiles its PyTorch step with `torch.compile` as it is, which
         breaks the graph at `loss.backward()` and at the optimizer's regex
-        for weight decay (see `kbert.backend_utils.torch_compiled_training_step`).
+        for weight decay (see `kbert.torch_compilation.torch_compiled_training_step`).
         """
         if self.train_function is not None and not force:
             return self.train_function

@@ -4,26 +4,26 @@ import pytest
 from helpers import BACKEND, to_numpy
 
 from kbert.backend_utils import JAX_DROPOUT_PRNGS, jax_dropout, jax_dropout_prng
-from kbert.layers.dropout import apply_dropout
+from kbert.layers.dropout import Dropout, apply_dropout
 
 
 def test_no_layer_call_outside_training_or_at_rate_zero():
     x = keras.ops.ones((4, 8))
-    assert apply_dropout(keras.layers.Dropout(0.5), x, training=False) is x
-    assert apply_dropout(keras.layers.Dropout(0.5), x, training=None) is x
-    assert apply_dropout(keras.layers.Dropout(0.0), x, training=True) is x
+    assert apply_dropout(Dropout(0.5), x, training=False) is x
+    assert apply_dropout(Dropout(0.5), x, training=None) is x
+    assert apply_dropout(Dropout(0.0), x, training=True) is x
 
 
 def test_training_drops_and_rescales():
     """Kept entries are scaled by 1 / (1 - rate); with 4,096 entries some are dropped, some kept."""
     keras.utils.set_random_seed(0)
-    values = to_numpy(apply_dropout(keras.layers.Dropout(0.5), keras.ops.ones((64, 64)), training=True))
+    values = to_numpy(apply_dropout(Dropout(0.5), keras.ops.ones((64, 64)), training=True))
     assert set(np.unique(values)) == {0.0, 2.0}
 
 
 def test_the_layer_seed_generator_advances_as_in_keras_dropout():
     """Two calls draw two different masks and leave the seed generator where Keras' own calls do."""
-    ours, keras_own = keras.layers.Dropout(0.5, seed=3), keras.layers.Dropout(0.5, seed=3)
+    ours, keras_own = Dropout(0.5, seed=3), keras.layers.Dropout(0.5, seed=3)
     x = keras.ops.ones((16, 16))
     first, second = (to_numpy(apply_dropout(ours, x, training=True)) for _ in range(2))
     for _ in range(2):
@@ -48,7 +48,7 @@ def test_each_jax_prng_drops_at_the_rate_and_repeats_a_seed(prng, monkeypatch):
     assert abs((values == 0).mean() - 0.25) < 4 * np.sqrt(0.25 * 0.75 / values.size)
     np.testing.assert_array_equal(values, draw(0))
     assert not np.array_equal(values, draw(1))
-    layer = keras.layers.Dropout(0.25)
+    layer = Dropout(0.25)
     step = str(jax.make_jaxpr(lambda x: apply_dropout(layer, x, training=True))(x))
     impl = "threefry2x32" if prng == "threefry" else prng
     assert str(jax.random.key(0, impl=impl).dtype) in step  # the key type the bits are drawn with
@@ -59,7 +59,7 @@ def test_each_jax_prng_drops_at_the_rate_and_repeats_a_seed(prng, monkeypatch):
 def test_an_unknown_jax_prng_is_named(monkeypatch):
     monkeypatch.setenv("KBERT_JAX_DROPOUT_PRNG", "mersenne")
     with pytest.raises(ValueError, match="KBERT_JAX_DROPOUT_PRNG must be one of"):
-        apply_dropout(keras.layers.Dropout(0.5), keras.ops.ones((2, 2)), training=True)
+        apply_dropout(Dropout(0.5), keras.ops.ones((2, 2)), training=True)
 
 
 @pytest.mark.skipif(BACKEND != "jax", reason="the dropout PRNG is chosen on JAX only")
