@@ -103,12 +103,13 @@ def write_cache(cache, keys, values, index):
 
     `index` is a Python int or a scalar tensor. The positions written are
     made once for all the layers of a step: each layer gets the same `index`
-    tensor, and the positions of the last one are kept.
+    tensor, and the positions of the last one are kept (not while
+    `compiling`: a trace that reads or writes them would guard on them).
     """
     import torch
 
-    steps = keys.shape[2]
-    last = _STATE["positions"]
+    steps, tracing = keys.shape[2], compiling()
+    last = None if tracing else _STATE["positions"]
     if last is not None and last[0] is index and last[1] == steps:
         positions = last[2]
     elif isinstance(index, int):
@@ -116,7 +117,8 @@ def write_cache(cache, keys, values, index):
     else:
         positions = index.reshape(1) if steps == 1 else torch.arange(steps, device=cache.device) + index
         positions = positions.long()  # `index_copy_` takes int64 positions only
-        _STATE["positions"] = (index, steps, positions)
+        if not tracing:
+            _STATE["positions"] = (index, steps, positions)
     halves = []
     for slot, update in enumerate((keys, values)):
         half = cache[:, :, slot]  # each taken after the previous write (autograd's view rules)
