@@ -244,7 +244,6 @@ def kept_constants(owner, key, make):
     converted at each trace, as constants of the graph.
     """
     import keras
-    import torch
 
     tracing = compiling()
     kept = {} if tracing else _CONSTANTS.setdefault(owner, {})
