@@ -550,8 +550,10 @@ JAX_DROPOUT_PRNGS = ("threefry", "philox4x32", "rbg", "unsafe_rbg")
 def jax_dropout_prng():
     """The PRNG kbert's dropout draws its bits from on JAX, one of `JAX_DROPOUT_PRNGS`.
 
-    `KBERT_JAX_DROPOUT_PRNG` names it; unset, it is `philox4x32`, or
-    `threefry` under a `keras.distribution`. `threefry` is JAX's default
+    `KBERT_JAX_DROPOUT_PRNG` names it; unset, it is `rbg` on a GPU or TPU
+    and `threefry` on the CPU: both draw the same masks over a sharded batch
+    as on one device, so that a run on several devices equals one device's
+    (`philox4x32` does not compile sharded). `threefry` is JAX's default
     and what Keras' `Dropout` draws: 20 rounds of 32-bit integer arithmetic
     per pair of words (rolled into a loop on the CPU), and a bert_base
     training step of 256 × 128 tokens draws 1.23 billion words (every
@@ -563,7 +565,9 @@ def jax_dropout_prng():
     cannot partition its `mulhi` over a sharded batch (the compilation
     fails), so under a `keras.distribution` it is refused. `rbg` and
     `unsafe_rbg` draw from XLA's `RngBitGenerator` (the fastest on TPU, per
-    JAX's documentation; their bits differ by platform). JAX's global
+    JAX's documentation; their bits differ by platform; `rbg` seeds its key
+    through threefry, a few words a draw). A CPU timing is no GPU timing:
+    `benchmarks/accelerator.py` compares them on one. JAX's global
     `jax_default_prng_impl` cannot make this choice: Keras hands JAX raw
     two-word threefry keys, which an `rbg` default rejects.
 
@@ -575,7 +579,9 @@ def jax_dropout_prng():
     distributed = keras.distribution.distribution() is not None
     choice = os.environ.get("KBERT_JAX_DROPOUT_PRNG")
     if choice is None:
-        return "threefry" if distributed else "philox4x32"
+        import jax
+
+        return "rbg" if jax.default_backend() in ("gpu", "tpu") else "threefry"
     if choice not in JAX_DROPOUT_PRNGS:
         raise ValueError(f"KBERT_JAX_DROPOUT_PRNG must be one of {JAX_DROPOUT_PRNGS}; "
                          f"received {choice!r}.")

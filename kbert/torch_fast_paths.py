@@ -126,6 +126,22 @@ def write_cache(cache, keys, values, index):
     return halves
 
 
+def uniform_like(x):
+    """Uniform `[0, 1)` draws of `x`'s shape, dtype and device from PyTorch's global generator.
+
+    Keras' seeded PyTorch draws build a `torch.Generator` on the host at each
+    call from a seed read back from the device (a wait on the stream per
+    call), in a function Keras keeps out of `torch.compile`
+    (`torch.compiler.disable`: dynamo cannot trace generators,
+    pytorch/pytorch#88576), which splits a compiled step there. The global
+    generator is the one Keras' unseeded PyTorch dropout draws from:
+    `keras.utils.set_random_seed` seeds it, and a resumable run saves its state.
+    """
+    import torch
+
+    return torch.rand_like(x)
+
+
 def write_column(buffer, column, values):
     """`values` `(rows,)` written in place into column `column` (a scalar tensor) of `buffer` `(rows, columns)`.
 

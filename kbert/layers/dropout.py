@@ -17,8 +17,8 @@ class Dropout(DirectCall, keras.layers.Dropout):
     `inspect.Signature.bind` of its call spec ("mapping proxy affected by
     dictionary mutation") whenever a block calls its dropout with
     `training=True`, inside a model's compiled training step. On JAX the
-    mask's bits come from Philox unless `KBERT_JAX_DROPOUT_PRNG` says
-    otherwise (`threefry` is Keras' own `Dropout`), seeded by the layer's own
+    mask's bits come from `rbg` on a GPU or TPU and threefry (Keras' own) on
+    the CPU unless `KBERT_JAX_DROPOUT_PRNG` says otherwise, seeded by the layer's own
     seed generator, which advances as Keras' does (docs/algorithms.md §24).
 
     >>> layer = Dropout(0.5)

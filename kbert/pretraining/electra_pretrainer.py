@@ -3,6 +3,7 @@
 import keras
 from keras import ops
 
+from kbert import torch_fast_paths
 from kbert.arguments import number, positive_int, positive_number
 from kbert.backend_utils import scale_loss_for_replicas
 from kbert.input_checks import positions
@@ -44,7 +45,8 @@ class ElectraPretrainer(Task):
     `MaskedLMHead` tied to the shared token table (its transform projects to
     the table width E). At the masked positions it samples fakes by
     Gumbel-max from `logits / temperature` under stop-gradient
-    (`keras.random` with this model's `SeedGenerator`); the sampled ids are
+    (`keras.random` with this model's `SeedGenerator`; on PyTorch's fast path
+    PyTorch's global generator, `torch_fast_paths.uniform_like`); the sampled ids are
     written into `token_ids` and the discriminator (the backbone) reads the
     result. Its head, `Dense(H, activation) → Dense(1)`, scores every token;
     the label is 1 exactly where the token differs from the original.
@@ -77,7 +79,8 @@ class ElectraPretrainer(Task):
         generator_intermediate_dim: generator feed-forward width (4 × width).
         discriminator_weight: weight of the replaced-token-detection loss (50).
         temperature: sampling temperature of the generator (1).
-        seed: seed of the sampling `SeedGenerator`.
+        seed: seed of the sampling `SeedGenerator` (PyTorch's fast path draws from
+            PyTorch's global generator, which `keras.utils.set_random_seed` seeds).
 
     The generator blocks take the discriminator's dropout, activation,
     LayerNorm epsilon and initializer range, and dense attention.
@@ -212,7 +215,10 @@ class ElectraPretrainer(Task):
         Returns int32 ids of the shape of `logits` without its last axis.
         """
         logits = ops.stop_gradient(ops.cast(logits, "float32")) / self.temperature
-        uniform = keras.random.uniform(ops.shape(logits), seed=self.seed_generator)
+        if torch_fast_paths.active():
+            uniform = torch_fast_paths.uniform_like(logits)
+        else:
+            uniform = keras.random.uniform(ops.shape(logits), seed=self.seed_generator)
         gumbel = -ops.log(-ops.log(uniform + 1e-9) + 1e-9)
         return ops.cast(ops.argmax(logits + gumbel, axis=-1), "int32")
 

@@ -63,15 +63,16 @@ def test_an_unknown_jax_prng_is_named(monkeypatch):
 
 
 @pytest.mark.skipif(BACKEND != "jax", reason="the dropout PRNG is chosen on JAX only")
-def test_a_keras_distribution_draws_threefry_bits(monkeypatch):
-    """Philox's bits do not partition over a sharded batch in JAX 0.10: threefry (partitionable,
-    the same mask as on one device) by default under a distribution, and Philox refused."""
+def test_the_default_bits_partition_and_philox_is_refused_under_a_distribution(monkeypatch):
+    """The default (threefry on the CPU, rbg on a GPU or TPU) draws the same mask sharded as on one
+    device, with or without a distribution; Philox's bits do not partition in JAX 0.10: refused."""
     import jax
 
     monkeypatch.delenv("KBERT_JAX_DROPOUT_PRNG", raising=False)
-    assert jax_dropout_prng() == "philox4x32"
+    default = "rbg" if jax.default_backend() in ("gpu", "tpu") else "threefry"
+    assert jax_dropout_prng() == default
     with keras.distribution.DataParallel(devices=jax.devices()[:1]).scope():
-        assert jax_dropout_prng() == "threefry"
+        assert jax_dropout_prng() == default
         monkeypatch.setenv("KBERT_JAX_DROPOUT_PRNG", "philox4x32")
         with pytest.raises(ValueError, match="does not compile under a keras.distribution"):
             jax_dropout_prng()

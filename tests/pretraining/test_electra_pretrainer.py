@@ -108,6 +108,7 @@ def test_labels_are_exactly_where_the_sample_differs_from_the_original():
     assert labels.sum() > 0
 
 
+@pytest.mark.fast_paths_both_ways
 def test_gumbel_max_sampling_follows_the_tempered_softmax():
     model = make_model(temperature=2.0)
     logits = np.log(np.array([0.1, 0.2, 0.3, 0.4], "float32"))
