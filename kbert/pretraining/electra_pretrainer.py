@@ -279,7 +279,9 @@ class ElectraPretrainer(Task):
         labels = self.discriminator_labels(x, y, y_pred)
         logits = ops.cast(y_pred["discriminator_logits"], "float32")
         token_weights = ops.cast(x["padding_mask"], "float32")
-        losses = ops.binary_crossentropy(labels, logits, from_logits=True)
+        # Binary cross-entropy from logits as softplus(z) − y·z (exact and stable): Keras' PyTorch
+        # `binary_crossentropy` asks `torch.backends.mps.is_available()`, which breaks a compiled graph.
+        losses = ops.softplus(logits) - labels * logits
         discriminator_loss = weighted_mean(losses, token_weights)
         probabilities = ops.sigmoid(logits)
         track_objective(

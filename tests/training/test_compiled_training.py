@@ -113,7 +113,8 @@ def _bart():
 
 # Every pretrainer and task. ElectraPretrainer's sampling draws from PyTorch's global generator on
 # the fast path (`torch_fast_paths.uniform_like`): Keras' seeded draws go through a function it keeps
-# out of `torch.compile` (pytorch/pytorch#88576), which split the step into 12 graphs.
+# out of `torch.compile` (pytorch/pytorch#88576), which split the step into 12 graphs; its detection
+# loss avoids Keras' PyTorch `binary_crossentropy` (a `torch.backends.mps.is_available()` call).
 MODELS = {
     "BertPretrainer_nsp": _bert_nsp,
     "BertPretrainer_sop": functools.partial(_case, "test_bert_pretrainer"),  # ALBERT
