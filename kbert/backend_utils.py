@@ -110,7 +110,7 @@ def is_eager_tensor(x):
     if backend == "torch":
         import torch
 
-        if torch.compiler.is_compiling():
+        if torch_fast_paths.compiling():
             return False
         return isinstance(x, torch.Tensor) and not x.is_meta
     return False

@@ -228,7 +228,7 @@ def memoized(kind, tensor, extras, make):
     """
     import torch
 
-    if (tensor.device.type == "meta" or torch.compiler.is_compiling()
+    if (tensor.device.type == "meta" or compiling()
             or any(isinstance(e, torch.Tensor) and e.requires_grad for e in extras)):
         return make()
     owner = tensor if tensor._base is None else tensor._base
@@ -374,7 +374,7 @@ def matmul_operand(inputs, kernel, kernel_transposed=False):
     operand = kernel.T if kernel_transposed else kernel
     rows = inputs.numel() // max(inputs.shape[-1], 1)
     if (rows > FEW_ROWS or not isinstance(kernel, torch.nn.Parameter) or kernel.dim() != 2
-            or torch.is_grad_enabled() or torch.compiler.is_compiling()):
+            or torch.is_grad_enabled() or compiling()):
         return operand
     wide = operand.shape[1] > WIDE_OUTPUT
     if wide != kernel_transposed:  # stored as it is read best
