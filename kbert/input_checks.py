@@ -29,7 +29,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from kbert.backend_utils import is_eager_tensor
+from kbert.backend_utils import is_eager_tensor, traced_as_written
 
 TOKENS = ("batch", "sequence")
 PREDICTIONS = ("batch", "predictions")
@@ -408,7 +408,7 @@ def checked_data(model, x, y=None):
     """
     if _is_dataset(x):
         _check_element_spec(model, x.element_spec)
-        return x.map(_dataset_check(model)), y
+        return x.map(traced_as_written(_dataset_check(model))), y
     if isinstance(x, dict):
         check_inputs(model, x, y)
     return x, y

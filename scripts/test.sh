@@ -5,15 +5,20 @@
 # whole, in order, when all have finished. PyTorch's run keeps to one OpenMP
 # thread: with three runs on two cores its threads would spin-wait for each
 # other (a small LSTM step took 0.5 s with two threads, 5 ms with one).
+# Each run leaves a JUnit report in test-reports/; the 30 slowest tests of
+# each backend are printed at the end (scripts/test_durations.py).
 set -u
 cd "$(dirname "$0")/.."
 PY=${PY:-.venv/bin/python}
+REPORTS=${REPORTS:-test-reports}
 logs=$(mktemp -d)
+mkdir -p "$REPORTS"
 pids=()
 for backend in tensorflow jax torch; do
     threads=()
     [ "$backend" = torch ] && threads=(OMP_NUM_THREADS=1)
-    env ${threads[@]+"${threads[@]}"} KERAS_BACKEND=$backend "$PY" -m pytest "$@" > "$logs/$backend.log" 2>&1 &
+    env ${threads[@]+"${threads[@]}"} KERAS_BACKEND=$backend "$PY" -m pytest --junitxml="$REPORTS/$backend.xml" \
+        "$@" > "$logs/$backend.log" 2>&1 &
     pids+=($!)
 done
 status=0
@@ -25,4 +30,5 @@ for backend in tensorflow jax torch; do
     cat "$logs/$backend.log"
 done
 rm -rf "$logs"
+"$PY" scripts/test_durations.py "$REPORTS" --top 30
 exit $status

@@ -43,6 +43,8 @@ if importlib.util.find_spec("tensorflow") is not None:
 def pytest_configure(config):
     config.addinivalue_line("markers", "backend_independent: the test runs in one backend's run only")
     config.addinivalue_line("markers", "fast_paths_both_ways: on PyTorch, run with the fast paths on and off")
+    config.addinivalue_line("markers", "slow(reason): the test takes over 20 s on a backend; the reason says why "
+                            "(it still runs in `make test`)")
 
 
 def pytest_generate_tests(metafunc):
@@ -61,11 +63,12 @@ def _fast_paths_switch(request):
 
 
 def pytest_collection_modifyitems(config, items):
-    if keras.backend.backend() == INDEPENDENT_RUN:
-        return
     skip = pytest.mark.skip(reason=f"backend-independent: runs in the {INDEPENDENT_RUN} run of the suite")
     for item in items:
-        if item.get_closest_marker("backend_independent"):
+        slow = item.get_closest_marker("slow")
+        if slow:  # for scripts/test_durations.py, through the JUnit report
+            item.user_properties.append(("slow", slow.kwargs.get("reason") or "; ".join(slow.args)))
+        if keras.backend.backend() != INDEPENDENT_RUN and item.get_closest_marker("backend_independent"):
             item.add_marker(skip)
 
 

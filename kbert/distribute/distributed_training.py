@@ -8,7 +8,7 @@ import sys
 
 import keras
 
-from kbert.backend_utils import host_numpy, quiet_import
+from kbert.backend_utils import host_numpy, quiet_import, traced_as_written
 from kbert.distribute.engines import default_strategy, device_mesh, get_distribution, jit_compile_for, layout_map
 
 MODES = ("none", "data", "model")
@@ -230,7 +230,7 @@ class DistributedTraining:
 
             return tf.nest.map_structure(own, batch if len(batch) > 1 else batch[0])
 
-        return dataset.map(rows)
+        return dataset.map(traced_as_written(rows))
 
     def check_last_batch(self, examples):
         """Refuse `examples` whose last partial batch the replicas cannot split evenly."""

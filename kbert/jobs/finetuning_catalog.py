@@ -15,6 +15,7 @@ import json
 
 import numpy as np
 
+from kbert.backend_utils import traced_as_written
 from kbert.models.encoder import Encoder
 from kbert.models.t5 import T5
 from kbert.models.xlnet import XLNet
@@ -46,10 +47,10 @@ def for_backbone(backbone, dataset):
     if getattr(backbone, "summary_token_index", 0) == -1:
         from kbert.text.last_token_layout import last_token_layout
 
-        return dataset.map(lambda x, *y: (last_token_layout(x), *_moved_labels(x, y)))
+        return dataset.map(traced_as_written(lambda x, *y: (last_token_layout(x), *_moved_labels(x, y))))
     if getattr(backbone, "num_segments", 2) != 1:
         return dataset
-    return dataset.map(lambda x, *y: ({**x, "segment_ids": 0 * x["segment_ids"]}, *y))
+    return dataset.map(traced_as_written(lambda x, *y: ({**x, "segment_ids": 0 * x["segment_ids"]}, *y)))
 
 
 def _moved_labels(x, y):

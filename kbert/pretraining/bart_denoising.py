@@ -3,7 +3,7 @@
 import numpy as np
 
 from kbert.arguments import non_negative_int, number, positive_int
-from kbert.backend_utils import lazy_import
+from kbert.backend_utils import lazy_import, traced_as_written
 
 tf = lazy_import("tensorflow")
 
@@ -196,7 +196,7 @@ class BartDenoising:
             targets = out.pop("targets")
             return out, targets
 
-        return data.enumerate().map(noise, num_parallel_calls=tf.data.AUTOTUNE).batch(
+        return data.enumerate().map(traced_as_written(noise), num_parallel_calls=tf.data.AUTOTUNE).batch(
             batch_size, drop_remainder=True
         )
 

@@ -15,7 +15,7 @@ import random
 
 import numpy as np
 
-from kbert.backend_utils import lazy_import
+from kbert.backend_utils import lazy_import, traced_as_written
 from kbert.pretraining.pretraining_dataset import _documents, _shuffled, _stream_seeds, corpus_sources
 
 tf = lazy_import("tensorflow")
@@ -125,10 +125,10 @@ def bilm_dataset(inputs, vocabulary, sequence_length=20, batch_size=32, shuffle_
         "padding_mask": row,
         "token_ids": row,
     })
-    dataset = dataset.map(lambda example: (
+    dataset = dataset.map(traced_as_written(lambda example: (
         {"character_ids": example["character_ids"], "padding_mask": example["padding_mask"]},
         {"token_ids": example["token_ids"]},
-    ))
+    )))
     if repeat:
         dataset = dataset.repeat()
     return dataset.batch(batch_size, drop_remainder=True).prefetch(tf.data.AUTOTUNE)

@@ -52,7 +52,7 @@ import re
 
 import numpy as np
 
-from kbert.backend_utils import lazy_import
+from kbert.backend_utils import lazy_import, traced_as_written
 from kbert.pretraining.masked_lm_masker import MaskedLMMasker
 from kbert.pretraining.permutation_masker import PermutationMasker
 from kbert.pretraining.sentence_pairs import (
@@ -486,12 +486,12 @@ class _ExampleMasker:
     def batches(self, dataset, batch_size, static, repeat):
         """`dataset` masked (before batching when `static`, after otherwise) and batched."""
         if static:
-            dataset = dataset.map(self.mask_example, tf.data.AUTOTUNE)
+            dataset = dataset.map(traced_as_written(self.mask_example), tf.data.AUTOTUNE)
         if repeat:
             dataset = dataset.repeat()
         dataset = dataset.batch(batch_size, drop_remainder=True)
         if not static:
-            dataset = dataset.map(self.mask_batch, tf.data.AUTOTUNE)
+            dataset = dataset.map(traced_as_written(self.mask_batch), tf.data.AUTOTUNE)
         return dataset.prefetch(tf.data.AUTOTUNE)
 
 

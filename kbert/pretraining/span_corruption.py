@@ -1,7 +1,7 @@
 """T5's span corruption objective as TensorFlow ops, with static output shapes."""
 
 from kbert.arguments import non_negative_int, number, positive_int
-from kbert.backend_utils import lazy_import
+from kbert.backend_utils import lazy_import, traced_as_written
 
 tf = lazy_import("tensorflow")
 
@@ -156,7 +156,7 @@ class SpanCorruption:
         if shuffle:
             chunks = chunks.shuffle(4096, seed=seed)
         examples = chunks.enumerate().map(
-            lambda index, ids: self(ids, seed=tf.stack([tf.cast(seed, tf.int64), index])),
+            traced_as_written(lambda index, ids: self(ids, seed=tf.stack([tf.cast(seed, tf.int64), index]))),
             num_parallel_calls=tf.data.AUTOTUNE,
         )
 
@@ -171,4 +171,4 @@ class SpanCorruption:
             }
             return inputs, targets
 
-        return examples.batch(batch_size, drop_remainder=True).map(to_model)
+        return examples.batch(batch_size, drop_remainder=True).map(traced_as_written(to_model))

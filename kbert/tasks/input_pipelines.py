@@ -39,7 +39,7 @@ ones.
 
 import numpy as np
 
-from kbert.backend_utils import lazy_import
+from kbert.backend_utils import lazy_import, traced_as_written
 
 tf = lazy_import("tensorflow")
 
@@ -92,12 +92,12 @@ def index_batches(count, batch_size, training=False, seed=None, pad_final_batch=
         dataset = dataset.shuffle(count, seed=seed, reshuffle_each_iteration=True)
     dataset = dataset.batch(batch_size, drop_remainder=training)
     if pad_final_batch:
-        dataset = dataset.map(
+        dataset = dataset.map(traced_as_written(
             lambda index: tf.ensure_shape(
                 tf.pad(index, [[0, batch_size - tf.shape(index)[0]]], constant_values=-1),
                 [batch_size],
             )
-        )
+        ))
     return dataset
 
 
@@ -131,7 +131,7 @@ def arrays_dataset(batches, arrays, input_names, target_names=()):
                  for name in target_names}  # fmt: skip
         return x, {name: take(name, real, index, empty[name]) for name in target_names}
 
-    return batches.map(make, num_parallel_calls=tf.data.AUTOTUNE).prefetch(tf.data.AUTOTUNE)
+    return batches.map(traced_as_written(make), num_parallel_calls=tf.data.AUTOTUNE).prefetch(tf.data.AUTOTUNE)
 
 
 def _packed_in_blocks(count, pack_block):
@@ -438,4 +438,5 @@ def text_to_text_dataset(
     arrays["target_ids"] = targets
     dataset = arrays_dataset(batches, arrays, list(arrays)[:4], ["target_ids"])
     # Padded rows (label -1) get pad targets, which the loss skips.
-    return dataset.map(lambda x, y: (x, tf.where(y["target_ids"] < 0, tokenizer.pad_id, y["target_ids"])))
+    return dataset.map(traced_as_written(
+        lambda x, y: (x, tf.where(y["target_ids"] < 0, tokenizer.pad_id, y["target_ids"]))))

@@ -6,6 +6,8 @@ import kbert.checkpoints  # noqa: F401  (registers the converters)
 from kbert.checkpoints.converter import Converter
 from kbert.checkpoints.registry import converter_for, register_converter, supported_model_types
 
+pytestmark = pytest.mark.backend_independent  # the converter registry: the same on every backend, one run
+
 KBERT_MODEL_TYPES = [
     "albert",
     "bart",

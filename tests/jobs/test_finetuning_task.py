@@ -8,6 +8,8 @@ from kbert.models import T5, Encoder, XLNet
 from kbert.jobs.finetuning_task import FinetuningTask
 from kbert.jobs.finetuning_catalog import TASKS
 
+pytestmark = pytest.mark.backend_independent  # task records: the same on every backend, one run
+
 
 def test_every_task_is_a_complete_record_on_its_backbone():
     assert sorted(TASKS) == ["choice", "classify", "qa", "regress", "tag", "text"]

@@ -5,6 +5,8 @@ import pytest
 
 from kbert.jobs.learning_curve import moving_average, save_learning_curve
 
+pytestmark = pytest.mark.backend_independent  # a matplotlib report: the same on every backend, one run
+
 
 @pytest.mark.parametrize("window", [1, 3, 20])
 def test_moving_average_is_the_mean_of_the_last_values(window):

@@ -77,6 +77,7 @@ def test_bart_counts_by_hand_and_the_tiny_one():
     assert f"{tiny:,}" in kbert.models.bart_tiny.__doc__
 
 
+@pytest.mark.backend_independent  # a record's shapes
 @pytest.mark.parametrize("name", sorted(EXPECTED_BART_PARAMETERS))
 def test_bart_parameter_count(name):
     builder = getattr(kbert.models, name)
@@ -89,6 +90,7 @@ def test_bart_parameter_count(name):
     assert f"{EXPECTED_BART_PARAMETERS[name] + FINAL_LOGITS_BIAS:,}" in builder.__doc__
 
 
+@pytest.mark.backend_independent  # a record's shapes
 @pytest.mark.parametrize("name", sorted(EXPECTED_PARAMETERS))
 def test_parameter_count(name):
     builder = getattr(kbert.models, name)
@@ -100,6 +102,7 @@ def test_parameter_count(name):
     assert f"{EXPECTED_PARAMETERS[name]:,}" in builder.__doc__
 
 
+@pytest.mark.backend_independent  # a record's shapes
 @pytest.mark.parametrize("name", sorted(EXPECTED_T5_PARAMETERS))
 def test_t5_parameter_count(name):
     builder = getattr(kbert.models, name)
@@ -111,6 +114,7 @@ def test_t5_parameter_count(name):
     assert (model.lm_head is None) == ("v1_1" not in name)
 
 
+@pytest.mark.backend_independent  # a record's shapes
 @pytest.mark.parametrize("name", sorted(EXPECTED_GPT2_PARAMETERS))
 def test_gpt2_parameter_count(name):
     builder = getattr(kbert.models, name)

@@ -23,6 +23,8 @@ from kbert.tasks.input_pipelines import (  # noqa: E402
 )
 from kbert.text import SentencePieceTokenizer, train_sentence_piece  # noqa: E402
 
+pytestmark = pytest.mark.backend_independent  # tf.data and TensorFlow tokenizers whatever the backend: one run
+
 VOCABULARY = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + [
     "the", "cat", "sat", "on", "mat", "dog", "ran", "un", "##aff", "##able", "u", "s", ".",
     "paris", "new", "york", "##s", ",", "a", "good", "film", "bad",

@@ -20,6 +20,8 @@ from kbert.tasks.metrics import (
     text_to_text_scores,
 )
 
+pytestmark = pytest.mark.backend_independent  # NumPy and scikit-learn metrics: the same on every backend, one run
+
 
 def squad(*questions, context="unused"):
     """A SQuAD JSON dict with one paragraph; each question is (id, [gold texts])."""

@@ -13,6 +13,8 @@ from kbert.tasks.question_answering_dataset import (  # noqa: E402
 )
 from kbert.text import SentencePieceTokenizer, train_sentence_piece  # noqa: E402
 
+pytestmark = pytest.mark.backend_independent  # tf.data and TensorFlow tokenizers whatever the backend: one run
+
 WORDS = [f"w{i}" for i in range(20)]
 VOCABULARY = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "where", "is", "it", "?", "."] + WORDS
 CONTEXT = " ".join(WORDS[:10])  # "w0 w1 ... w9": one token per word

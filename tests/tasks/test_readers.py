@@ -15,6 +15,8 @@ from kbert.tasks.readers import (
     read_text_to_text,
 )
 
+pytestmark = pytest.mark.backend_independent  # file readers: the same on every backend, one run
+
 
 def write(tmp_path, name, text):
     path = tmp_path / name

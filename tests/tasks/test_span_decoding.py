@@ -14,6 +14,8 @@ import pytest
 from kbert.tasks.metrics import squad_scores
 from kbert.tasks.span_decoding import decode_answers
 
+pytestmark = pytest.mark.backend_independent  # NumPy span decoding: the same on every backend, one run
+
 CONTEXT = "Marie Curie won two Nobel Prizes in Paris."
 # Word character spans: Marie Curie won two Nobel Prizes in Paris .
 WORDS = [(0, 5), (6, 11), (12, 15), (16, 19), (20, 25), (26, 32), (33, 35), (36, 41), (41, 42)]

@@ -15,6 +15,8 @@ transformers = pytest.importorskip("transformers")
 pytest.importorskip("keras_hub")
 pytest.importorskip("tokenizers")
 
+pytestmark = pytest.mark.backend_independent  # TensorFlow tokenizers whatever the backend: one run
+
 
 def bbc_articles():
     """The raw BBC article files' texts (newlines and all), sorted by path."""

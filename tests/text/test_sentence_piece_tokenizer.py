@@ -7,6 +7,8 @@ from kbert.text import SentencePieceTokenizer, train_sentence_piece
 tf = pytest.importorskip("tensorflow")
 sentencepiece = pytest.importorskip("sentencepiece")
 
+pytestmark = pytest.mark.backend_independent  # TensorFlow tokenizers whatever the backend: one run
+
 SENTENCES = [
     "The quick brown fox jumps over the lazy dog.",
     "Return the value of the named attribute of an object.",
