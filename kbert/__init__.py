@@ -28,7 +28,7 @@ from kbert import pretraining  # noqa: E402
 from kbert import tasks  # noqa: E402
 from kbert import analysis  # noqa: E402
 from kbert import checkpoints  # noqa: E402
-from kbert.checkpoints import from_huggingface, from_huggingface_task  # noqa: E402
+from kbert.checkpoints import from_huggingface, from_huggingface_task, to_huggingface  # noqa: E402
 
 __version__ = "0.1.0"
 __all__ = [
@@ -41,6 +41,7 @@ __all__ = [
     "models",
     "pretraining",
     "tasks",
+    "to_huggingface",
     "training",
     "__version__",
 ]
