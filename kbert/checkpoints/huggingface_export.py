@@ -16,6 +16,9 @@ import json
 import os
 import warnings
 
+import keras
+import numpy as np
+
 from kbert.checkpoints.export_heads import EXPORTED_TASKS, MASKED_LM_HEADS, exported_head
 from kbert.checkpoints.gpt2_converter import join_fused_attention
 from kbert.checkpoints.huggingface_configs import (
@@ -128,8 +131,6 @@ def _electra_generator(model, pad_id):
                          "transforms with exact GELU.")
     pairs = [(layer, module) for attribute, module in converter.embeddings.items()
              if attribute != "projection" and (layer := getattr(discriminator.embeddings, attribute)) is not None]
-    if model.generator_projection is not None:
-        pairs.append((model.generator_projection, "embeddings_project"))
     pairs += converter.block_modules(model.generator_layers, converter.block_names, converter.block)
     names = {}
     for layer, module in pairs:
@@ -138,7 +139,25 @@ def _electra_generator(model, pad_id):
     config = dict(huggingface_config("electra", discriminator, pad_id), architectures=["ElectraForMaskedLM"],
                   hidden_size=model.generator_hidden_dim, num_attention_heads=model.generator_num_heads,
                   intermediate_size=model.generator_intermediate_dim, num_hidden_layers=model.generator_num_layers)
-    return config, {**stored_tensors(model, names), **_head_tensors(model, head)}
+    tensors = {**stored_tensors(model, names), **_head_tensors(model, head)}
+    projections = [d for d in (discriminator.embeddings.projection, model.generator_projection) if d is not None]
+    if projections and config["embedding_size"] == config["hidden_size"]:
+        raise ValueError(f"generator_hidden_dim={model.generator_hidden_dim}: ElectraForMaskedLM has no projection "
+                         "when it equals the embedding width, and kbert's generator projects (through the "
+                         "discriminator's E→H projection).")
+    if projections:
+        tensors.update(_composed_projection(projections, converter.task_prefix + "embeddings_project"))
+    return config, tensors
+
+
+def _composed_projection(denses, module):
+    """One `Linear`'s tensors for Dense layers applied in turn (kbert's generator reads the embeddings through
+    the discriminator's E→H projection, then its own H→G: transformers' generator has one E→G)."""
+    kernel, bias = None, None
+    for dense in denses:
+        k, b = (np.asarray(keras.ops.convert_to_numpy(v), np.float64) for v in (dense.kernel, dense.bias))
+        kernel, bias = (k, b) if kernel is None else (kernel @ k, bias @ k + b)
+    return {f"{module}.weight": np.ascontiguousarray(kernel.T, np.float32), f"{module}.bias": bias.astype(np.float32)}
 
 
 def _electra_discriminator(model, pad_id):
