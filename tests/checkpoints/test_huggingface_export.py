@@ -262,3 +262,83 @@ OUT_CASES = {
 @pytest.mark.parametrize("case", OUT_CASES)
 def test_kbert_model_out_to_transformers(case, backbones, tmp_path):
     OUT_CASES[case](backbones, str(tmp_path / "exported"))
+
+
+# --- transformers -> kbert -> transformers -----------------------------------------------------------
+
+_HF = dict(vocab_size=VOCABULARY, hidden_size=16, num_hidden_layers=1, num_attention_heads=2, intermediate_size=32,
+           max_position_embeddings=40)
+# family -> (config class, its keywords, the heads kbert imports)
+_ENCODER_HEADS = ("Model", "ForSequenceClassification", "ForTokenClassification", "ForQuestionAnswering",
+                  "ForMultipleChoice", "ForMaskedLM")
+HF_FAMILIES = {
+    "Bert": ("BertConfig", _HF, (*_ENCODER_HEADS, "ForPreTraining")),
+    "Roberta": ("RobertaConfig", dict(_HF, pad_token_id=1), _ENCODER_HEADS),
+    "RobertaPreLayerNorm": ("RobertaPreLayerNormConfig", dict(_HF, pad_token_id=1), _ENCODER_HEADS),
+    "Albert": ("AlbertConfig", dict(_HF, embedding_size=8, num_hidden_layers=2), (*_ENCODER_HEADS, "ForPreTraining")),
+    "Electra": ("ElectraConfig", dict(_HF, embedding_size=8), _ENCODER_HEADS[:4] + ("ForMaskedLM",)),
+    "DistilBert": ("DistilBertConfig", dict(vocab_size=VOCABULARY, dim=16, n_layers=1, n_heads=2, hidden_dim=32,
+                                            max_position_embeddings=40), _ENCODER_HEADS[:4] + ("ForMaskedLM",)),
+    "BigBird": ("BigBirdConfig", dict(_HF, block_size=4, num_random_blocks=1),
+                ("Model", "ForSequenceClassification", "ForTokenClassification", "ForMultipleChoice", "ForMaskedLM",
+                 "ForPreTraining")),
+    "Longformer": ("LongformerConfig", dict(_HF, pad_token_id=1, attention_window=4), _ENCODER_HEADS[:4] +
+                   ("ForMaskedLM",)),
+    "XLNet": ("XLNetConfig", dict(vocab_size=VOCABULARY, d_model=16, n_layer=1, n_head=2, d_inner=32),
+              ("Model", "ForSequenceClassification", "ForTokenClassification", "LMHeadModel")),
+    "T5": ("T5Config", dict(vocab_size=VOCABULARY, d_model=16, d_kv=8, d_ff=32, num_layers=1, num_heads=2),
+           ("ForConditionalGeneration",)),
+    "T5v1.1": ("T5Config", dict(vocab_size=VOCABULARY, d_model=16, d_kv=8, d_ff=32, num_layers=1, num_heads=2,
+                                feed_forward_proj="gated-gelu", tie_word_embeddings=False),
+               ("ForConditionalGeneration",)),
+    "GPT2": ("GPT2Config", dict(vocab_size=VOCABULARY, n_embd=16, n_layer=1, n_head=2, n_positions=32,
+                                bos_token_id=VOCABULARY - 1, eos_token_id=VOCABULARY - 1), ("LMHeadModel",)),
+    "Bart": ("BartConfig", dict(vocab_size=VOCABULARY, d_model=16, encoder_layers=1, decoder_layers=1,
+                                encoder_attention_heads=2, decoder_attention_heads=2, encoder_ffn_dim=32,
+                                decoder_ffn_dim=32, max_position_embeddings=32), ("ForConditionalGeneration",)),
+}
+# Keys of transformers' state dicts that a folder does not store: they are tied to (or copies of) another
+# tensor (besides the model's own `_tied_weights_keys`), or buffers.
+TIED = ("encoder.embed_tokens.weight", "decoder.embed_tokens.weight", "lm_head.weight",
+        "model.encoder.embed_tokens.weight", "model.decoder.embed_tokens.weight")
+BUFFERS = ("position_ids", "token_type_ids")
+HF_CASES = [(family, head) for family, (_, _, heads) in HF_FAMILIES.items() for head in heads]
+
+
+def _hf_model(family, head, folder):
+    config_class, keywords, _ = HF_FAMILIES[family]
+    labels = 3 if head in ("ForSequenceClassification", "ForTokenClassification") else 2
+    config = getattr(transformers, config_class)(**keywords, num_labels=labels)
+    torch.manual_seed(0)
+    model = getattr(transformers, family.replace("v1.1", "") + head)(config).eval()
+    with torch.no_grad():
+        for parameter in model.parameters():
+            parameter.normal_(0.0, 0.2)
+    model.save_pretrained(folder)
+    return model
+
+
+def _imported(folder, head):
+    if head in ("Model", "ForConditionalGeneration") or head == "LMHeadModel" and "GPT2" in folder:
+        return kbert.from_huggingface(folder)
+    return kbert.from_huggingface_task(folder, num_choices=2 if head == "ForMultipleChoice" else None)
+
+
+@pytest.mark.backend_independent
+@pytest.mark.filterwarnings("ignore:.*(has no preprocessor|has no pooler)")
+@pytest.mark.parametrize("family, head", [pytest.param(f, h, id=f"{f}{h}") for f, h in HF_CASES])
+def test_transformers_state_dict_comes_back(family, head, tmp_path):
+    original = _hf_model(family, head, str(tmp_path / family))
+    folder = str(tmp_path / f"{family}-back")
+    kbert.to_huggingface(_imported(str(tmp_path / family), head), folder)
+    written = safetensors_numpy.load_file(os.path.join(folder, "model.safetensors"))
+    state = {name: tensor.numpy() for name, tensor in original.state_dict().items()}
+    tied = set(getattr(original, "_tied_weights_keys", None) or ())
+    left = {name for name in set(state) - set(written) if name not in tied and not name.endswith(TIED)
+            and name.rpartition(".")[2] not in BUFFERS}
+    assert not left and not set(written) - set(state), (sorted(left), sorted(set(written) - set(state)))
+    for name, array in written.items():
+        np.testing.assert_array_equal(array, state[name], err_msg=name)
+    _load(folder, family.replace("v1.1", "") + head)
+    with open(os.path.join(folder, "config.json")) as f:
+        assert json.load(f)["architectures"] == [family.replace("v1.1", "") + head]
