@@ -209,7 +209,7 @@ def backbone_model_types(backbone):
     for backbone_class, model_type in BACKBONE_MODEL_TYPES.items():
         if isinstance(backbone, backbone_class):
             return [model_type]
-    raise ValueError(f"A {type(backbone).__name__} has no transformers counterpart; exportable backbones: "
+    raise ValueError(f"{type(backbone).__name__} has no transformers class; exportable backbones: "
                      "Encoder (BERT, RoBERTa, ALBERT, ELECTRA, DistilBERT, BigBird, Longformer, pre-LN), "
                      "T5, GPT2, BART, XLNet.")
 

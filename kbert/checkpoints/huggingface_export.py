@@ -44,7 +44,7 @@ _EXPORTED = (Backbone, CausalLM, Seq2SeqLM, XLNetPretrainer, ElectraPretrainer, 
 def _refused(model):
     inner = next((name for name in ("backbone", "discriminator", "student") if hasattr(model, name)), None)
     advice = f" Export its backbone: kbert.to_huggingface(model.{inner}, folder)." if inner else ""
-    return ValueError(f"A {type(model).__name__} has no transformers class (its objective has no head class "
+    return ValueError(f"{type(model).__name__} has no transformers class (its objective has no head class "
                       f"there).{advice}")
 
 

@@ -342,3 +342,57 @@ def test_transformers_state_dict_comes_back(family, head, tmp_path):
     _load(folder, family.replace("v1.1", "") + head)
     with open(os.path.join(folder, "config.json")) as f:
         assert json.load(f)["architectures"] == [family.replace("v1.1", "") + head]
+
+
+# --- bad input -------------------------------------------------------------------------------------------
+
+@pytest.mark.backend_independent
+def test_a_folder_that_is_not_empty_is_refused(backbones, tmp_path):
+    (tmp_path / "old.txt").write_text("x")
+    with pytest.raises(ValueError, match="is not an empty folder"):
+        kbert.to_huggingface(backbones("bert"), str(tmp_path))
+
+
+@pytest.mark.backend_independent
+def test_a_model_without_a_transformers_class_is_refused_naming_what_to_export(backbones):
+    elmo = kbert.models.build("elmo_small", hidden_dim=8, cell_dim=16, filters=((1, 4),))
+    with pytest.raises(ValueError, match="ELMo has no transformers class"):
+        kbert.to_huggingface(elmo, "unused")
+    span = kbert.pretraining.SpanBertPretrainer(backbones("bert"))
+    with pytest.raises(ValueError, match=r"SpanBertPretrainer has no transformers class.*model\.backbone"):
+        kbert.to_huggingface(span, "unused")
+
+
+@pytest.mark.backend_independent
+@pytest.mark.parametrize("model, setting", [
+    (lambda b: kbert.models.build("bert_tiny", **KBERT_FAMILIES["prelayernorm"][1], share_layers=True),
+     "share_layers=True"),
+    (lambda b: kbert.tasks.TextClassifier(b("xlnet"), num_classes=2), "hidden_activation=None"),
+    (lambda b: kbert.tasks.TextClassifier(b("bert"), num_classes=2, hidden_activation="tanh"),
+     "hidden_activation='tanh'"),
+    (lambda b: kbert.tasks.TokenClassifier(b("bert"), num_labels=2, features="last_four"), "features='last_four'"),
+    (lambda b: kbert.pretraining.BertPretrainer(b("roberta")), "pair_objective='nsp'"),
+], ids=["setting", "xlnet-head", "bert-head", "features", "pretraining-head"])
+def test_a_setting_no_transformers_class_expresses_is_named(model, setting, backbones, tmp_path):
+    with pytest.raises(ValueError, match=setting.replace("(", r"\(")) as error:
+        kbert.to_huggingface(model(backbones), str(tmp_path / "out"))
+    assert len(str(error.value).splitlines()) == 1
+    assert not os.path.exists(tmp_path / "out")
+
+
+@pytest.mark.backend_independent
+def test_a_model_without_a_tokenizer_writes_weights_and_config_and_warns(backbones, tmp_path):
+    with pytest.warns(UserWarning, match="no preprocessor") as caught:
+        kbert.to_huggingface(backbones("gpt2"), str(tmp_path))
+    assert len(str(caught[0].message).splitlines()) == 1
+    assert sorted(os.listdir(tmp_path)) == ["config.json", "model.safetensors"]
+
+
+@pytest.mark.backend_independent
+def test_configs_read_back_to_the_backbones_arguments(backbones):
+    from kbert.checkpoints.huggingface_configs import backbone_model_types, huggingface_config
+
+    for family in KBERT_FAMILIES:
+        backbone = backbones(family)
+        model_type = backbone_model_types(backbone)[0]
+        assert unexpressed_setting(model_type, backbone, huggingface_config(model_type, backbone, 0)) is None, family
