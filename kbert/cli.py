@@ -14,8 +14,8 @@ fill-in-the-blank demo. `finetune` fine-tunes a checkpoint on a task (see
 model `pretrain` left, beside the same model from random init, on BBC News
 topics. `predict` runs a saved model on text and prints one JSON object per
 input (see `kbert.jobs.predict_run`); `export` writes it for serving, a
-SavedModel that reads strings, ONNX or a Hugging Face folder (see `kbert.jobs.export_run`). `tour` builds a model of any family and runs
-it on one sentence (see `kbert.jobs.tour`).
+SavedModel that reads strings, ONNX or a Hugging Face folder (see
+`kbert.jobs.export_run`). `tour` builds a model of any family and runs it on one sentence (see `kbert.jobs.tour`).
 `--backend` selects the Keras backend (the process re-starts itself with
 `KERAS_BACKEND` set when needed). `pretrain` and `finetune` save a checkpoint
 every `--save-every` steps and on Ctrl-C or SIGTERM: rerunning the same command

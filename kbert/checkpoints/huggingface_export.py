@@ -135,7 +135,8 @@ def _electra_generator(model, pad_id):
     names = {}
     for layer, module in pairs:
         names.update(layer_tensor_names(layer, converter.task_prefix + module))
-    head = {path.replace("mlm_head", "generator_head", 1): module for path, module in MASKED_LM_HEADS["electra"].items()}
+    head = {path.replace("mlm_head", "generator_head", 1): module
+            for path, module in MASKED_LM_HEADS["electra"].items()}
     config = dict(huggingface_config("electra", discriminator, pad_id), architectures=["ElectraForMaskedLM"],
                   hidden_size=model.generator_hidden_dim, num_attention_heads=model.generator_num_heads,
                   intermediate_size=model.generator_intermediate_dim, num_hidden_layers=model.generator_num_layers)

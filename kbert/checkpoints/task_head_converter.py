@@ -168,8 +168,8 @@ def task_model_for(architecture, config, backbone, num_choices=None):
     raise ValueError(
         f"{architecture!r} is not a task architecture kbert imports; expected one ending "
         "in ForSequenceClassification, ForTokenClassification, ForQuestionAnswering, "
-        "ForMultipleChoice or ForMaskedLM, a BERT, BigBird or ALBERT ForPreTraining or XLNetLMHeadModel (kbert.from_huggingface loads a backbone "
-        "alone)."
+        "ForMultipleChoice or ForMaskedLM, a BERT, BigBird or ALBERT ForPreTraining or XLNetLMHeadModel "
+        "(kbert.from_huggingface loads a backbone alone)."
     )
 
 
