@@ -27,6 +27,9 @@ relative positions, the character CNN):
 |                               | TensorFlow, onnx on PyTorch but refused    |                                                 |
 |                               | for bigbird, longformer; both refused on   |                                                 |
 |                               | JAX); t5, gpt2, bart refused               |                                                 |
+| to_huggingface                | all but elmo (loaded by transformers with  | elmo: refused (no transformers class)           |
+|                               | no missing key; outputs in                 |                                                 |
+|                               | tests/checkpoints/test_huggingface_export) |                                                 |
 | pretrain_distribute_<mode>    | bert: data, model (elsewhere)              | one family stands for the encoders              |
 | finetune_distribute_<mode>    | bert: data; t5: model (elsewhere)          |                                                 |
 | example_<script>              | the families each script runs              |                                                 |
@@ -55,6 +58,7 @@ import pytest
 from finetuning_data import VOCABULARY, write_task_files, write_vocabulary
 from tasks.task_testing import FAMILIES as ENCODER_FAMILIES
 
+import kbert
 from kbert import cli
 from kbert.analysis import prune_heads
 from kbert.jobs.pretraining_run import default_corpus
@@ -178,6 +182,7 @@ def _pairs():
                                          for task in tasks)]
     pairs += [(family, "generate") for family in ("t5", "gpt2", "bart", "xlnet")]
     pairs += [(family, door) for door in ("predict", "export") for family in (*ENCODERS, *GENERATORS)]
+    pairs += [(family, "to_huggingface") for family in FAMILIES]
     pairs += [("bert", "pretrain_distribute_data"), ("bert", "pretrain_distribute_model"),
               ("bert", "finetune_distribute_data"), ("t5", "finetune_distribute_model")]
     pairs += [("+".join(families), f"example_{script}") for script, (families, _) in EXAMPLES.items()]
@@ -405,6 +410,23 @@ def _export(family, capsys, text_models, tmp_path, **_):
                                keras.ops.convert_to_numpy(model(inputs)), atol=tolerance)
 
 
+def _to_huggingface(family, tmp_path, **_):
+    model = presets.build(FAMILIES[family])
+    folder = str(tmp_path / "exported")
+    if family == "elmo":
+        with pytest.raises(ValueError, match="ELMo has no transformers class"):
+            kbert.to_huggingface(model, folder)
+        return
+    with pytest.warns(UserWarning, match="no preprocessor"):
+        kbert.to_huggingface(model, folder)
+    import transformers
+
+    with open(os.path.join(folder, "config.json")) as f:
+        architecture = json.load(f)["architectures"][0]
+    _, info = getattr(transformers, architecture).from_pretrained(folder, output_loading_info=True)
+    assert not any(info[key] for key in ("missing_keys", "unexpected_keys", "mismatched_keys")), info
+
+
 def _generate(family, **_):
     """The one family here with no generator of its own: XLNet (`CausalLM` names what it lacks)."""
     from kbert.tasks import CausalLM
@@ -446,7 +468,7 @@ def _door(family, door):
     if kind == "example":
         return _example, {"script": what}
     doors = {"tour": _tour, "with": _with_internals, "keras": _keras_file, "prune": _prune_heads,
-             "generate": _generate, "predict": _predict, "export": _export}
+             "generate": _generate, "predict": _predict, "export": _export, "to": _to_huggingface}
     return doors[kind], {}
 
 
