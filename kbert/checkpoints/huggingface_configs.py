@@ -163,7 +163,7 @@ def _gpt2_config(backbone, pad_id):
 def _bart_config(backbone, pad_id):
     return dict(
         vocab_size=backbone.vocabulary_size, d_model=backbone.hidden_dim, encoder_layers=backbone.num_layers,
-        decoder_layers=backbone.num_decoder_layers, encoder_attention_heads=backbone.num_heads,
+        decoder_layers=backbone.num_decoder_layers, num_hidden_layers=backbone.num_layers, encoder_attention_heads=backbone.num_heads,
         decoder_attention_heads=backbone.num_heads, encoder_ffn_dim=backbone.intermediate_dim,
         decoder_ffn_dim=backbone.intermediate_dim, max_position_embeddings=backbone.max_positions,
         activation_function=_hf_activation(backbone), dropout=backbone.dropout,

@@ -170,12 +170,22 @@ def _electra_discriminator(model, pad_id):
     return dict(config, architectures=["ElectraForPreTraining"]), tensors
 
 
+def export_backbone(backbone, tokenizer, families):
+    """`(model_type, config, tensors)` of `backbone` as the first of its families in `families` that holds it."""
+    model_types = [model_type for model_type in backbone_model_types(backbone) if model_type in families]
+    if not model_types:
+        raise ValueError(f"A {backbone_model_types(backbone)[0]} {type(backbone).__name__} has no counterpart here; "
+                         f"the families: {', '.join(families)}.")
+    config, tensors = _first_export(backbone, model_types, _pad_id(tokenizer, backbone))
+    return config["model_type"], config, tensors
+
+
 def _check_folder(folder):
     if os.path.exists(folder) and (not os.path.isdir(folder) or os.listdir(folder)):
         raise ValueError(f"{folder} is not an empty folder; give a new one.")
 
 
-def _write_folder(folder, config, tensors, tokenizer, sequence_length):
+def write_folder(folder, config, tensors, tokenizer, sequence_length):
     from safetensors.numpy import save_file
 
     os.makedirs(folder, exist_ok=True)
@@ -247,7 +257,7 @@ def to_huggingface(model, folder):
         parts = {"": _first_export(model, backbone_model_types(backbone), pad_id)}
         folders = {"": folder}
     for name, (config, tensors) in parts.items():
-        _write_folder(folders[name], config, tensors, tokenizer, length)
+        write_folder(folders[name], config, tensors, tokenizer, length)
     if tokenizer is None:
         warnings.warn(f"{type(model).__name__} has no preprocessor: {folder} holds the weights and config.json "
                       "but no tokenizer files.", stacklevel=2)
