@@ -163,10 +163,11 @@ def _gpt2_config(backbone, pad_id):
 def _bart_config(backbone, pad_id):
     return dict(
         vocab_size=backbone.vocabulary_size, d_model=backbone.hidden_dim, encoder_layers=backbone.num_layers,
-        decoder_layers=backbone.num_decoder_layers, num_hidden_layers=backbone.num_layers, encoder_attention_heads=backbone.num_heads,
-        decoder_attention_heads=backbone.num_heads, encoder_ffn_dim=backbone.intermediate_dim,
-        decoder_ffn_dim=backbone.intermediate_dim, max_position_embeddings=backbone.max_positions,
-        activation_function=_hf_activation(backbone), dropout=backbone.dropout,
+        decoder_layers=backbone.num_decoder_layers, num_hidden_layers=backbone.num_layers,
+        encoder_attention_heads=backbone.num_heads, decoder_attention_heads=backbone.num_heads,
+        encoder_ffn_dim=backbone.intermediate_dim, decoder_ffn_dim=backbone.intermediate_dim,
+        max_position_embeddings=backbone.max_positions, activation_function=_hf_activation(backbone),
+        dropout=backbone.dropout,
         scale_embedding=bool(backbone.scale_embedding), init_std=backbone.initializer_range,
         pad_token_id=1, bos_token_id=0, eos_token_id=2, decoder_start_token_id=2, forced_eos_token_id=2,
         is_encoder_decoder=True, tie_word_embeddings=True,

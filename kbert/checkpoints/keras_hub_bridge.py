@@ -108,7 +108,8 @@ def _huggingface_folder(backbone, folder, tokenizer=None, coded=False):
     if isinstance(backbone, Encoder):  # KerasHub's loaders name an encoder's tensors as its task classes do
         tensors = {converter_for(model_type).task_prefix + name: array for name, array in tensors.items()}
     if model_type == "roberta":  # KerasHub's RoBERTa has no segment table: its one row joins the positions
-        segment, positions = "roberta.embeddings.token_type_embeddings.weight", "roberta.embeddings.position_embeddings.weight"
+        segment = "roberta.embeddings.token_type_embeddings.weight"
+        positions = "roberta.embeddings.position_embeddings.weight"
         tensors[positions] = tensors[positions] + tensors[segment]
         tensors[segment] = np.zeros_like(tensors[segment])
     if coded:
