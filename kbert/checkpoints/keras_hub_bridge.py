@@ -28,6 +28,7 @@ import keras
 import numpy as np
 
 from kbert.checkpoints.huggingface import from_huggingface
+from kbert.checkpoints.huggingface_configs import backbone_model_types
 from kbert.checkpoints.huggingface_export import export_backbone, write_folder
 from kbert.checkpoints.registry import converter_for
 from kbert.models.backbone import Backbone
@@ -46,7 +47,8 @@ KERAS_HUB_FAMILIES = {
     "gpt2": ("GPT2Backbone", {"layer_norm_epsilon": 1e-5}),
     "bart": ("BartBackbone", {"activation": "gelu", "layer_norm_epsilon": 1e-5, "scale_embedding": False}),
 }
-UNBRIDGED = ("ElectraBackbone", "T5Backbone", "XLNetBackbone")
+# The KerasHub backbones of kbert's families with no bridge, by model_type.
+UNBRIDGED = {"electra": "ElectraBackbone", "t5": "T5Backbone", "xlnet": "XLNetBackbone"}
 # Sizes a KerasHub backbone ties to others: (kbert attribute, the value it must have).
 _TIED_SIZES = {"gpt2": ("intermediate_dim", lambda b: 4 * b.hidden_dim),
                "bart": ("num_decoder_layers", lambda b: b.num_layers)}
@@ -83,11 +85,15 @@ def _kbert_backbone(model_type, config):
     return _encoder_arguments(model_type, config)
 
 
+def _unbridged(name):
+    return ValueError(f"KerasHub 0.32 has no Hugging Face loader for its {name}, through which kbert's bridge "
+                      "maps the weights; bridged: " + ", ".join(c for c, _ in KERAS_HUB_FAMILIES.values()) + ".")
+
+
 def _model_type(keras_hub_backbone):
     name = type(keras_hub_backbone).__name__
-    if name in UNBRIDGED:
-        raise ValueError(f"KerasHub 0.32 has no Hugging Face loader for its {name}, through which kbert's bridge "
-                         "maps the weights; bridged: " + ", ".join(c for c, _ in KERAS_HUB_FAMILIES.values()) + ".")
+    if name in UNBRIDGED.values():
+        raise _unbridged(name)
     for model_type, (class_name, _) in KERAS_HUB_FAMILIES.items():
         if name == class_name:
             return model_type
@@ -96,6 +102,9 @@ def _model_type(keras_hub_backbone):
 
 def _huggingface_folder(backbone, folder, tokenizer=None, coded=False):
     """Write `backbone` as a Hugging Face folder for KerasHub's loader (index codes as values if `coded`)."""
+    family = backbone_model_types(backbone)[0]
+    if family in UNBRIDGED:
+        raise _unbridged(UNBRIDGED[family])
     model_type, config, tensors = export_backbone(backbone, tokenizer, KERAS_HUB_FAMILIES)
     class_name, fixed = KERAS_HUB_FAMILIES[model_type]
     if model_type in _TIED_SIZES:
