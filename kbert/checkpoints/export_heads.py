@@ -45,8 +45,8 @@ _SEQUENCE = "ForSequenceClassification"
 
 
 def _refuse(what, model_type, supported):
-    return ValueError(f"transformers has no {CLASS_STEMS[model_type]}{what} class; it has one for the "
-                      f"model_types {sorted(supported)}.")
+    return ValueError(f"No transformers {CLASS_STEMS[model_type]}{what} class holds kbert's head (there is none, "
+                      f"or its head differs); kbert writes it for the model_types {sorted(supported)}.")
 
 
 def has_pooler(model_type, suffix):
