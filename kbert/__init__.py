@@ -28,7 +28,13 @@ from kbert import pretraining  # noqa: E402
 from kbert import tasks  # noqa: E402
 from kbert import analysis  # noqa: E402
 from kbert import checkpoints  # noqa: E402
-from kbert.checkpoints import from_huggingface, from_huggingface_task  # noqa: E402
+from kbert.checkpoints import (  # noqa: E402
+    from_huggingface,
+    from_huggingface_task,
+    from_keras_hub,
+    to_huggingface,
+    to_keras_hub,
+)
 
 __version__ = "0.1.0"
 __all__ = [
@@ -36,11 +42,14 @@ __all__ = [
     "checkpoints",
     "from_huggingface",
     "from_huggingface_task",
+    "from_keras_hub",
     "generation",
     "layers",
     "models",
     "pretraining",
     "tasks",
+    "to_huggingface",
+    "to_keras_hub",
     "training",
     "__version__",
 ]

@@ -4,7 +4,7 @@
     kbert finetune [--task classify --checkpoint PATH --train FILE --validation FILE] ...
     kbert tour [--model bert_base] [--sentence TEXT]
     kbert predict --model PATH (--text TEXT [--text-pair TEXT] [--question Q] | --input FILE.jsonl) [--top-k K]
-    kbert export --model PATH --format saved_model|onnx --output DIR
+    kbert export --model PATH --format saved_model|onnx|huggingface --output DIR
 
 `pretrain` is the main job (see `kbert.jobs.pretraining_run`): with no
 arguments it learns a vocabulary from the interpreter's bundled documentation,
@@ -14,8 +14,8 @@ fill-in-the-blank demo. `finetune` fine-tunes a checkpoint on a task (see
 model `pretrain` left, beside the same model from random init, on BBC News
 topics. `predict` runs a saved model on text and prints one JSON object per
 input (see `kbert.jobs.predict_run`); `export` writes it for serving, a
-SavedModel that reads strings or ONNX (see `kbert.jobs.export_run`). `tour` builds a model of any family and runs
-it on one sentence (see `kbert.jobs.tour`).
+SavedModel that reads strings, ONNX or a Hugging Face folder (see
+`kbert.jobs.export_run`). `tour` builds a model of any family and runs it on one sentence (see `kbert.jobs.tour`).
 `--backend` selects the Keras backend (the process re-starts itself with
 `KERAS_BACKEND` set when needed). `pretrain` and `finetune` save a checkpoint
 every `--save-every` steps and on Ctrl-C or SIGTERM: rerunning the same command
@@ -85,9 +85,10 @@ def _parser():
     _finetune_parser(commands)
     _predict_parser(commands)
     export = commands.add_parser("export", help="write a saved model for serving: a SavedModel that reads strings "
-                                                "(tensorflow backend) or ONNX (torch backend)")
+                                                "(tensorflow backend), ONNX (torch backend) or a Hugging Face folder "
+                                                "(any backend)")
     export.add_argument("--model", required=True, help="what predict --model takes")
-    export.add_argument("--format", required=True, choices=("saved_model", "onnx"))
+    export.add_argument("--format", required=True, choices=("saved_model", "onnx", "huggingface"))
     export.add_argument("--output", required=True, help="a new folder")
     export.add_argument("--backend", choices=BACKENDS, help="Keras backend for this run")
     return parser

@@ -27,6 +27,13 @@ relative positions, the character CNN):
 |                               | TensorFlow, onnx on PyTorch but refused    |                                                 |
 |                               | for bigbird, longformer; both refused on   |                                                 |
 |                               | JAX); t5, gpt2, bart refused               |                                                 |
+| to_huggingface                | all but elmo (loaded by transformers with  | elmo: refused (no transformers class)           |
+|                               | no missing key; outputs in                 |                                                 |
+|                               | tests/checkpoints/test_huggingface_export) |                                                 |
+| to_keras_hub                  | roberta, albert, distilbert, gpt2, bart;   | elmo: no KerasHub backbone                      |
+|                               | bert (exact GELU), electra, t5, xlnet (no  |                                                 |
+|                               | loader in KerasHub), bigbird, longformer   |                                                 |
+|                               | refused                                    |                                                 |
 | pretrain_distribute_<mode>    | bert: data, model (elsewhere)              | one family stands for the encoders              |
 | finetune_distribute_<mode>    | bert: data; t5: model (elsewhere)          |                                                 |
 | example_<script>              | the families each script runs              |                                                 |
@@ -62,6 +69,7 @@ import pytest
 from finetuning_data import VOCABULARY, write_task_files, write_vocabulary
 from tasks.task_testing import FAMILIES as ENCODER_FAMILIES
 
+import kbert
 from kbert import cli
 from kbert.analysis import prune_heads
 from kbert.jobs.pretraining_run import default_corpus
@@ -190,6 +198,8 @@ def _pairs():
                                          for task in tasks)]
     pairs += [(family, "generate") for family in ("t5", "gpt2", "bart", "xlnet")]
     pairs += [(family, door) for door in ("predict", "export") for family in (*ENCODERS, *GENERATORS)]
+    pairs += [(family, "to_huggingface") for family in FAMILIES]
+    pairs += [(family, "to_keras_hub") for family in FAMILIES if family != "elmo"]
     pairs += [("bert", "pretrain_distribute_data"), ("bert", "pretrain_distribute_model"),
               ("bert", "finetune_distribute_data"), ("t5", "finetune_distribute_model")]
     pairs += [("+".join(families), f"example_{script}") for script, (families, _) in EXAMPLES.items()]
@@ -417,6 +427,49 @@ def _export(family, capsys, text_models, tmp_path, **_):
                                keras.ops.convert_to_numpy(model(inputs)), atol=tolerance)
 
 
+def _to_huggingface(family, tmp_path, **_):
+    model = presets.build(FAMILIES[family])
+    folder = str(tmp_path / "exported")
+    if family == "elmo":
+        with pytest.raises(ValueError, match="ELMo has no transformers class"):
+            kbert.to_huggingface(model, folder)
+        return
+    with pytest.warns(UserWarning, match="no preprocessor"):
+        kbert.to_huggingface(model, folder)
+    import transformers
+
+    with open(os.path.join(folder, "config.json")) as f:
+        architecture = json.load(f)["architectures"][0]
+    _, info = getattr(transformers, architecture).from_pretrained(folder, output_loading_info=True)
+    assert not any(info[key] for key in ("missing_keys", "unexpected_keys", "mismatched_keys")), info
+
+
+# family -> why `to_keras_hub` refuses it (what its message names).
+REFUSED_KERAS_HUB = {"bert": "activation='gelu'", "electra": "ElectraBackbone", "t5": "T5Backbone",
+                     "xlnet": "XLNetBackbone", "bigbird": "no counterpart", "longformer": "no counterpart"}
+
+
+def _to_keras_hub(family, tmp_path, **_):
+    wide = {"intermediate_dim": 4 * TINY[family]["hidden_dim"]} if family == "gpt2" else {}  # KerasHub's 4H
+    model = presets.build(FAMILIES[family], dropout=0.0, **wide)
+    preset = str(tmp_path / "preset")
+    if family in REFUSED_KERAS_HUB:
+        with pytest.raises(ValueError, match=REFUSED_KERAS_HUB[family]):
+            kbert.to_keras_hub(model, preset)
+        return
+    import keras_hub
+
+    kbert.to_keras_hub(model, preset)
+    theirs = keras_hub.models.Backbone.from_preset(preset)
+    inputs = _inputs(family, model)
+    outputs = theirs({key: value for key, value in inputs.items() if key in theirs.input})
+    outputs = _numpy(outputs if isinstance(outputs, dict) else {"sequence_output": outputs})
+    ours = _numpy(model(inputs))
+    for key, value in outputs.items():
+        if key.endswith("sequence_output"):
+            np.testing.assert_allclose(value, ours[key], atol=1e-4, err_msg=key)
+
+
 def _generate(family, **_):
     """The one family here with no generator of its own: XLNet (`CausalLM` names what it lacks)."""
     from kbert.tasks import CausalLM
@@ -455,7 +508,9 @@ def _door(family, door):
     if kind == "example":
         return _example, {"script": what}
     doors = {"tour": _tour, "with": _with_internals, "keras": _keras_file, "prune": _prune_heads,
-             "generate": _generate, "predict": _predict, "export": _export}
+             "generate": _generate, "predict": _predict, "export": _export, "to": _to_huggingface}
+    if door == "to_keras_hub":
+        return _to_keras_hub, {}
     return doors[kind], {}
 
 

@@ -11,7 +11,11 @@ Registers `BertConverter`s for these `model_type`s:
   `embeddings_project` when `embedding_size != hidden_size`; no pooler);
 - `distilbert` (no segment embedding, no pooler; a sinusoidal position table
   is fine as long as it is stored in the checkpoint, which it is for
-  checkpoints that `transformers` writes).
+  checkpoints that `transformers` writes);
+- `roberta-prelayernorm` (RoBERTa's positions, pre-LN blocks: each block's
+  `attention.LayerNorm` and `intermediate.LayerNorm` come before their
+  sublayer, and a final `LayerNorm` follows the stack: kbert's
+  `normalize_first=True`).
 
 Only absolute position embeddings and bidirectional encoders are supported
 (`position_embedding_type="absolute"`, `is_decoder=False`). Task checkpoints
@@ -71,6 +75,10 @@ def bert_arguments(config):
 def roberta_arguments(config):
     """`bert_arguments` with positions numbered from `pad_token_id + 1` (docs/algorithms.md §4)."""
     return dict(bert_arguments(config), position_offset=config.get("pad_token_id", 1) + 1)
+
+
+def _pre_layer_norm_arguments(config):
+    return dict(roberta_arguments(config), normalize_first=True)
 
 
 def _albert_arguments(config):
@@ -157,6 +165,7 @@ class BertConverter(Converter):
         block: the HF prefix of block `{i}` (ALBERT's one shared block has a fixed one).
         block_names: `{attribute path in an encoder block: HF module}`.
         pooler: the HF module of the pooler's dense layer, or None (no pooler).
+        final_layer_norm: the HF module of the LayerNorm after the stack (pre-LN), or None.
 
     Example:
     >>> from kbert.checkpoints.registry import converter_for
@@ -175,6 +184,7 @@ class BertConverter(Converter):
         block="encoder.layer.{i}.",
         block_names=BERT_BLOCK,
         pooler="pooler.dense",
+        final_layer_norm=None,
     ):
         self.model_types = tuple(model_types)
         self.task_prefix = task_prefix
@@ -183,6 +193,7 @@ class BertConverter(Converter):
         self.block = block
         self.block_names = dict(block_names)
         self.pooler = pooler
+        self.final_layer_norm = final_layer_norm
 
     def config_to_arguments(self, config):
         return self.arguments(config)
@@ -224,6 +235,11 @@ class BertConverter(Converter):
                 pairs.append((layer, module))
         blocks = resolve_sublayer(backbone, "transformer_layers", f"{self!r} blocks")
         pairs += self.block_modules(blocks, self.block_names, self.block)
+        final = resolve_sublayer(backbone, "final_layer_norm", f"{self!r} final_layer_norm")
+        if final is not None:
+            if self.final_layer_norm is None:
+                raise ValueError(f"{self!r} has no final LayerNorm; build the model with normalize_first=False.")
+            pairs.append((final, self.final_layer_norm))
         if resolve_sublayer(backbone, "pooler", f"{self!r} pooler") is not None:
             if self.pooler is None:
                 raise ValueError(
@@ -291,5 +307,18 @@ register_converter(
             "output_layer_norm": "output_layer_norm",
         },
         pooler=None,
+    )
+)
+register_converter(
+    BertConverter(
+        ("roberta-prelayernorm",),
+        "roberta_prelayernorm.",
+        _pre_layer_norm_arguments,
+        block_names={
+            **{path: module for path, module in BERT_BLOCK.items() if "layer_norm" not in path},
+            "attention_layer_norm": "attention.LayerNorm",
+            "output_layer_norm": "intermediate.LayerNorm",
+        },
+        final_layer_norm="LayerNorm",
     )
 )

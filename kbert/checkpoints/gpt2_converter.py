@@ -59,6 +59,24 @@ def split_fused_attention(tensors):
     return split
 
 
+def join_fused_attention(tensors):
+    """The inverse of `split_fused_attention`: each `attn.c_attn.{q,k,v}` triple joined (last axis) again.
+
+    >>> joined = join_fused_attention({f"h.0.attn.c_attn.{p}.bias": np.ones(2) for p in "qkv"})
+    >>> {name: array.shape for name, array in joined.items()}
+    {'h.0.attn.c_attn.bias': (6,)}
+    """
+    joined = {}
+    for name, array in tensors.items():
+        stem, _, leaf = name.rpartition(".")
+        fused, _, part = stem.rpartition(".")
+        if not fused.endswith(FUSED_ATTENTION) or part not in _SPLIT:
+            joined[name] = array
+        elif part == "q":
+            joined[f"{fused}.{leaf}"] = np.concatenate([tensors[f"{fused}.{p}.{leaf}"] for p in _SPLIT], axis=-1)
+    return joined
+
+
 class GPT2Converter(Converter):
     """GPT-2: the config mapping and the HF name of each `GPT2` sublayer.
 

@@ -31,8 +31,8 @@ def from_huggingface(path, **overrides):
     What comes back depends on the config's `model_type`:
 
     - a `kbert.models.Encoder` for the encoder families: `bert`; `roberta`,
-      `xlm-roberta`, `camembert`; `albert`; `electra`; `distilbert`
-      (`kbert.checkpoints.bert_converter`), and `big_bird`,
+      `xlm-roberta`, `camembert`; `albert`; `electra`; `distilbert`;
+      `roberta-prelayernorm` (`kbert.checkpoints.bert_converter`), and `big_bird`,
       `longformer` (`kbert.checkpoints.long_document_converter`);
     - a `kbert.models.T5` backbone for `t5`, v1.0 and v1.1
       (`kbert.checkpoints.t5_converter`);

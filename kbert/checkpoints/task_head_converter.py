@@ -16,8 +16,11 @@ tensors:
 - `…ForQuestionAnswering` → `SpanQuestionAnswering`: `qa_outputs` (every
   family but BigBird and XLNet, whose heads differ).
 - `XLNetLMHeadModel` → `XLNetPretrainer`: the tied `lm_loss` and its bias.
-- `BertForMaskedLM` → `BertPretrainer` without a pair head (`fill_mask`):
-  `cls.predictions.transform` (dense, LayerNorm) and the tied decoder's bias.
+- `…ForMaskedLM` → `BertPretrainer` without a pair head (`fill_mask`): the
+  transform (dense, LayerNorm) and the tied decoder's bias, named per family
+  in `MASKED_LM_HEADS` (ELECTRA's is its generator's).
+- `BertForPreTraining`, `BigBirdForPreTraining` (NSP) and `AlbertForPreTraining`
+  (SOP) → `BertPretrainer` with its pair head (`PAIR_HEADS`).
 - `…ForMultipleChoice` → `MultipleChoice`: `classifier` on the pooler (BERT,
   ALBERT, RoBERTa, XLM-R, CamemBERT, BigBird).
 
@@ -46,7 +49,7 @@ from kbert.tasks.token_classifier import TokenClassifier
 
 _ONE_LAYER = {"output_dense": "classifier"}
 _TWO_LAYERS = {"hidden_dense": "classifier.dense", "output_dense": "classifier.out_proj"}
-_ROBERTA_TYPES = ("roberta", "xlm-roberta", "camembert")
+_ROBERTA_TYPES = ("roberta", "xlm-roberta", "camembert", "roberta-prelayernorm")
 _BIGBIRD_ACTIVATION = "the config's hidden_act"
 
 # `…ForSequenceClassification`: model_type -> (hidden activation, {task attribute: HF module}).
@@ -63,9 +66,30 @@ SEQUENCE_HEADS = {
 TOKEN_CLASSIFICATION_TYPES = tuple(SEQUENCE_HEADS)
 QUESTION_ANSWERING_TYPES = tuple(t for t in SEQUENCE_HEADS if t not in ("big_bird", "xlnet"))
 MULTIPLE_CHOICE_TYPES = ("bert", "albert", *_ROBERTA_TYPES, "big_bird")
-# `BertForMaskedLM`'s head: {task attribute path: HF module}.
-MASKED_LM_HEAD = {"mlm_head.transform": "cls.predictions.transform.dense",
-                  "mlm_head.layer_norm": "cls.predictions.transform.LayerNorm", "mlm_head": "cls.predictions"}
+
+
+def _masked_lm_head(transform, layer_norm, decoder):
+    return {"mlm_head.transform": transform, "mlm_head.layer_norm": layer_norm, "mlm_head": decoder}
+
+
+_BERT_MASKED_LM = _masked_lm_head("cls.predictions.transform.dense", "cls.predictions.transform.LayerNorm",
+                                  "cls.predictions")
+_ROBERTA_MASKED_LM = _masked_lm_head("lm_head.dense", "lm_head.layer_norm", "lm_head")
+# `…ForMaskedLM`'s head by model_type: {task attribute path: HF module} (the decoder's: its bias).
+MASKED_LM_HEADS = {
+    "bert": _BERT_MASKED_LM,
+    "big_bird": _BERT_MASKED_LM,
+    **{model_type: _ROBERTA_MASKED_LM for model_type in (*_ROBERTA_TYPES, "longformer")},
+    "albert": _masked_lm_head("predictions.dense", "predictions.LayerNorm", "predictions"),
+    "electra": _masked_lm_head("generator_predictions.dense", "generator_predictions.LayerNorm",
+                               "generator_lm_head"),
+    "distilbert": _masked_lm_head("vocab_transform", "vocab_layer_norm", "vocab_projector"),
+}
+# The families whose masked-LM transform is exact GELU whatever the config's hidden_act.
+GELU_MASKED_LM_TYPES = (*_ROBERTA_TYPES, "longformer", "electra")
+# `…ForPreTraining`: model_type -> (pair objective, its head's HF module).
+PAIR_HEADS = {"bert": ("nsp", "cls.seq_relationship"), "big_bird": ("nsp", "cls.seq_relationship"),
+              "albert": ("sop", "sop_classifier.classifier")}
 
 # The dropout of a head, by the first of these config keys that is set.
 _SEQUENCE_DROPOUT = ("classifier_dropout", "classifier_dropout_prob", "seq_classif_dropout")
@@ -110,9 +134,12 @@ def task_model_for(architecture, config, backbone, num_choices=None):
     if architecture == "XLNetLMHeadModel":
         return XLNetPretrainer(backbone), {"lm_head": "lm_loss"}
     if architecture.endswith("ForMaskedLM"):
-        if model_type != "bert":
-            raise _unsupported(architecture, model_type, ("bert",))
-        return BertPretrainer(backbone, pair_objective=None), MASKED_LM_HEAD
+        if model_type not in MASKED_LM_HEADS:
+            raise _unsupported(architecture, model_type, MASKED_LM_HEADS)
+        return BertPretrainer(backbone, pair_objective=None), MASKED_LM_HEADS[model_type]
+    if architecture.endswith("ForPreTraining") and model_type in PAIR_HEADS:
+        objective, module = PAIR_HEADS[model_type]
+        return BertPretrainer(backbone, pair_objective=objective), {**MASKED_LM_HEADS[model_type], "pair_head": module}
     if architecture.endswith("ForSequenceClassification"):
         if model_type not in SEQUENCE_HEADS:
             raise _unsupported(architecture, model_type, SEQUENCE_HEADS)
@@ -140,9 +167,9 @@ def task_model_for(architecture, config, backbone, num_choices=None):
         return MultipleChoice(backbone, num_choices, _dropout(config, ())), _ONE_LAYER
     raise ValueError(
         f"{architecture!r} is not a task architecture kbert imports; expected one ending "
-        "in ForSequenceClassification, ForTokenClassification, ForQuestionAnswering "
-        "or ForMultipleChoice, BertForMaskedLM or XLNetLMHeadModel (kbert.from_huggingface loads a backbone "
-        "alone)."
+        "in ForSequenceClassification, ForTokenClassification, ForQuestionAnswering, "
+        "ForMultipleChoice or ForMaskedLM, a BERT, BigBird or ALBERT ForPreTraining or XLNetLMHeadModel "
+        "(kbert.from_huggingface loads a backbone alone)."
     )
 
 
@@ -187,7 +214,7 @@ def from_huggingface_task(path, num_choices=None, **overrides):
     config = read_config(directory)
     config_file = os.path.join(directory, "config.json")
     architecture = _architecture(config, config_file)
-    if architecture.endswith("ForMaskedLM"):  # no pooler in a masked LM
+    if architecture.endswith("ForMaskedLM") and config.get("model_type") != "big_bird":  # no pooler there
         overrides = {"use_pooler": False, **overrides}
     try:
         converter = converter_for(config.get("model_type"))

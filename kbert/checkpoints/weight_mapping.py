@@ -16,6 +16,8 @@
 - `assign_tensors(model, names, tensors, ...)`: fills every variable of the
   model, accepting old LayerNorm names (`gamma`/`beta`); a variable without a
   name, a tensor that is missing or whose shape differs raises, naming it.
+- `stored_tensors(model, names)`: the other way, for export: each variable's
+  array under its tensor name, `Linear` weights transposed back.
 - `unread_tensors(tensors, read)`: the tensors a model left unread, buffers aside.
 - `kbert_activation(name)`: the kbert name of a Hugging Face activation.
 - `check_fixed_options(config, options, family)`: refuses options kbert does not represent.
@@ -28,6 +30,7 @@ import json
 import os
 import pickle
 
+import keras
 import numpy as np
 
 from kbert.layers.activations import activation_name
@@ -278,6 +281,27 @@ def _arrays(model, names, tensors, where):
             )
         arrays.append((variable, array))
     return arrays, missing
+
+
+def stored_tensors(model, names):
+    """`{tensor name: float32 array}` of the variables of `model` that `names` names, transposed where marked.
+
+    The inverse of `assign_tensors` (export): `names` is what a converter's
+    `weight_names` gives; variables it does not name are left out.
+
+    >>> import keras
+    >>> dense = keras.layers.Dense(3, name="query")
+    >>> dense.build((None, 2))
+    >>> {k: v.shape for k, v in stored_tensors(dense, layer_tensor_names(dense, "q")).items()}
+    {'q.weight': (3, 2), 'q.bias': (3,)}
+    """
+    tensors = {}
+    for variable in model.weights:
+        if variable.path in names:
+            name, transpose = names[variable.path]
+            array = np.asarray(keras.ops.convert_to_numpy(variable.value), dtype=np.float32)
+            tensors[name] = np.ascontiguousarray(array.T if transpose else array)
+    return tensors
 
 
 def _listed(names, limit=5):

@@ -10,6 +10,11 @@
   through Keras' exporter (`model.export(format="onnx")`, PyTorch's ONNX
   exporter underneath). Not for sparse attention (BigBird, Longformer):
   its pattern is planned per length, with ops that exporter lacks.
+- `huggingface` (any backend): a folder transformers' `Auto*` classes and
+  `pipeline` load, through `kbert.to_huggingface`.
+
+Each format's optional packages (`kbert.jobs.extras.EXPORT_PACKAGES`, the
+`export` extra) are checked before the model is loaded.
 """
 
 import os
@@ -17,11 +22,13 @@ import warnings
 
 import keras
 
+from kbert.checkpoints.huggingface_export import to_huggingface
+from kbert.jobs.extras import EXPORT_PACKAGES, require_packages
 from kbert.jobs.predict_run import load_predictor
 from kbert.tasks import TextClassifier, TokenClassifier
 
 # The backend that can produce each format.
-FORMATS = {"saved_model": "tensorflow", "onnx": "torch"}
+FORMATS = {"saved_model": "tensorflow", "onnx": "torch", "huggingface": None}
 INPUTS = ("token_ids", "segment_ids", "padding_mask")
 SPARSE_ATTENTION = ("bigbird", "longformer")
 
@@ -30,11 +37,12 @@ def _check(format, output):
     if format not in FORMATS:
         raise ValueError(f"Unknown --format {format!r}; expected one of {', '.join(FORMATS)}.")
     backend = keras.backend.backend()
-    if backend != FORMATS[format]:
+    if FORMATS[format] is not None and backend != FORMATS[format]:
         raise ValueError(f"--format {format} is produced on the {FORMATS[format]} backend (add --backend "
                          f"{FORMATS[format]}); this run is on {backend}.")
     if os.path.exists(output) and os.listdir(output):
         raise ValueError(f"--output {output} is not empty; give a new folder.")
+    require_packages(EXPORT_PACKAGES[format], f"--format {format}", extra="export")
 
 
 def export_saved_model(model, output):
@@ -81,5 +89,6 @@ def run_export(model, format, output, log=print):
     """Load `model` (what `kbert predict --model` takes) and export it as `format` to the folder `output`."""
     _check(format, output)
     predictor = load_predictor(model)
-    (export_saved_model if format == "saved_model" else export_onnx)(predictor, output)
+    writers = {"saved_model": export_saved_model, "onnx": export_onnx, "huggingface": to_huggingface}
+    writers[format](predictor, output)
     log(f"Exported {type(predictor).__name__} as {format} to {output}")

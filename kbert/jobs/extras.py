@@ -17,13 +17,21 @@ PIP_NAMES = {
     "matplotlib": "matplotlib",
     "keras_hub": "keras-hub",
     "tokenizers": "tokenizers",
+    "onnx": "onnx",
+    "onnxscript": "onnxscript",
+    "safetensors": "safetensors",
 }
 # `kbert finetune`: the tokenizers and the tasks' `tf.data` pipelines.
 FINETUNING_PACKAGES = ("tensorflow", "tensorflow_text")
+# `kbert export`: what each format needs (the `export` extra brings them all).
+EXPORT_PACKAGES = {"saved_model": ("tensorflow", "tensorflow_text"), "onnx": ("onnx", "onnxscript"),
+                   "huggingface": ("safetensors",)}
 
 
-def require_packages(modules, job):
+def require_packages(modules, job, extra="text"):
     """Raise a `ValueError` naming the `modules` (import names) that are not installed, for `job`.
+
+    The message also names the kbert `extra` that brings them.
 
     >>> require_packages(["json"], "--objective mlm")
     >>> require_packages(["json", "no_such_module"], "--objective mlm")
@@ -37,9 +45,12 @@ def require_packages(modules, job):
         names = " ".join(PIP_NAMES.get(module, module) for module in missing)
         raise ValueError(
             f"{job} needs {', '.join(missing)}, which {'is' if len(missing) == 1 else 'are'} not installed: "
-            f"pip install {names} (or pip install 'kbert[text]', the extra that brings every package "
-            "kbert's jobs use)."
+            f"pip install {names} (or pip install 'kbert[{extra}]', the extra that brings every package "
+            f"{_EXTRAS[extra]})."
         )
+
+
+_EXTRAS = {"text": "kbert's jobs use", "export": "kbert export and kbert.to_huggingface use"}
 
 
 def _installed(module):

@@ -155,11 +155,11 @@ def test_unsupported_heads_and_missing_choices_are_named(tmp_path):
     tiny_model("bert", "BertForMultipleChoice").save_pretrained(tmp_path / "bert")
     with pytest.raises(ValueError, match="pass num_choices"):
         from_huggingface_task(tmp_path / "bert")
-    tiny_model("roberta", "RobertaForMaskedLM").save_pretrained(tmp_path / "mlm")
-    with pytest.raises(ValueError, match=r"RobertaForMaskedLM head \(model_type 'roberta'\)"):
-        from_huggingface_task(tmp_path / "mlm")
-    tiny_model("bert", "BertForPreTraining").save_pretrained(tmp_path / "pretraining")
-    with pytest.raises(ValueError, match="'BertForPreTraining' is not a task architecture"):
+    tiny_model("distilbert", "DistilBertForMultipleChoice").save_pretrained(tmp_path / "choice")
+    with pytest.raises(ValueError, match=r"DistilBertForMultipleChoice head \(model_type 'distilbert'\)"):
+        from_huggingface_task(tmp_path / "choice", num_choices=2)
+    tiny_model("electra", "ElectraForPreTraining").save_pretrained(tmp_path / "pretraining")
+    with pytest.raises(ValueError, match="'ElectraForPreTraining' is not a task architecture"):
         from_huggingface_task(tmp_path / "pretraining")
     config = json.loads((tmp_path / "bert" / "config.json").read_text())
     (tmp_path / "bert" / "config.json").write_text(json.dumps({**config, "architectures": []}))

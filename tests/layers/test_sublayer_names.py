@@ -40,6 +40,7 @@ TINY_CONFIGS = {
     "roberta": dict(_BERT, type_vocab_size=1),
     "xlm-roberta": dict(_BERT, type_vocab_size=1),
     "camembert": dict(_BERT, type_vocab_size=1),
+    "roberta-prelayernorm": dict(_BERT, type_vocab_size=1),
     "albert": dict(_BERT, embedding_size=4),
     "electra": dict(_BERT, embedding_size=4),
     "distilbert": dict(vocab_size=30, dim=8, n_layers=2, n_heads=2, hidden_dim=16),
