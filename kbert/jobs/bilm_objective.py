@@ -8,10 +8,9 @@ backward perplexities next to a unigram model's, and a next-word demo.
 
 import math
 
-import keras
 import numpy as np
 
-from kbert.backend_utils import lazy_import
+from kbert.backend_utils import few_calls_outputs, lazy_import
 from kbert.jobs.pretraining_report import PretrainingReport
 from kbert.jobs.run_outputs import DEMO_SENTENCES, HELD_OUT_EVERY
 from kbert.pretraining.bilm_dataset import UNKNOWN_ID, bilm_dataset, sentence_words
@@ -86,7 +85,7 @@ def _next_words(pretrainer, vocabulary, documents, held_out, sequence_length, rn
         prefix = words[max(cut - sequence_length, 0) : cut]
         x = {"character_ids": text.character_ids(prefix, sequence_length)[None],
              "padding_mask": (np.arange(sequence_length) < len(prefix)).astype("int32")[None]}
-        logits = keras.ops.convert_to_numpy(pretrainer(x)["forward_logits"])[0, len(prefix) - 1]
+        logits = few_calls_outputs(pretrainer, x)["forward_logits"][0, len(prefix) - 1]
         guesses = ", ".join(vocabulary[int(t)] for t in np.argsort(-logits)[:5])
         log(f"  {' '.join(words[1:cut])} ___")
         log(f"    answer: {words[cut]}    model: {guesses}")

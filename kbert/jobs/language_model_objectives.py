@@ -15,6 +15,7 @@ import functools
 import keras
 import numpy as np
 
+from kbert.backend_utils import few_calls_outputs
 from kbert.jobs.pretraining_report import PretrainingReport
 from kbert.jobs.run_outputs import DEMO_SENTENCES, HELD_OUT_EVERY
 from kbert.pretraining.pretraining_dataset import pretraining_dataset
@@ -143,7 +144,7 @@ def _masked_inputs(tokenizer, left, right, sequence_length):
 
 def _masked_lm_logits(model, x):
     """The masked-LM head's vocabulary logits at the one `[MASK]` of `x`."""
-    return keras.ops.convert_to_numpy(model(x)["mlm_logits"])[0, 0]
+    return few_calls_outputs(model, x)["mlm_logits"][0, 0]
 
 
 def _permutation_lm_logits(model, x):
@@ -155,7 +156,7 @@ def _permutation_lm_logits(model, x):
     target_mapping[0, 0, position] = 1.0
     inputs = {name: x[name] for name in ("token_ids", "segment_ids", "padding_mask")}
     inputs.update(permutation_mask=permutation_mask, target_mapping=target_mapping)
-    return keras.ops.convert_to_numpy(model(inputs)["plm_logits"])[0, 0]
+    return few_calls_outputs(model, inputs)["plm_logits"][0, 0]
 
 
 def _fill_in_the_blank(blank_logits, model, tokenizer, documents, held_out, sequence_length, rng, log):
