@@ -17,6 +17,7 @@ on PyTorch, with `kbert.torch_fast_paths` on and off (ids `[fast_paths_on]`,
 """
 
 import contextlib
+import functools
 import importlib.util
 import os
 
@@ -79,6 +80,34 @@ def _reset_keras_state():
     yield
     keras.config.set_dtype_policy("float32")
     keras.backend.clear_session(free_memory=False)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _word_piece_vocabularies_learned_once():
+    """Jobs learn each corpus's WordPiece vocabulary once per run of the suite.
+
+    Every `kbert pretrain` of the job tests and the every-door matrix learns
+    the vocabulary of the same forty documents again (seconds each); the
+    learner itself is tests/text/test_word_piece_vocabulary.py's, which
+    imports it before this takes effect. Lists of texts are remembered;
+    other inputs (generators, datasets) are learned each time.
+    """
+    import kbert.text
+
+    learn = kbert.text.learn_word_piece_vocabulary
+
+    @functools.cache
+    def learned(texts, vocabulary_size, *args, **kwargs):
+        return tuple(learn(list(texts), vocabulary_size, *args, **kwargs))
+
+    def remembered(texts, vocabulary_size, *args, **kwargs):
+        if not isinstance(texts, list | tuple):
+            return learn(texts, vocabulary_size, *args, **kwargs)
+        return list(learned(tuple(texts), vocabulary_size, *args, **kwargs))
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(kbert.text, "learn_word_piece_vocabulary", remembered)
+        yield
 
 
 @pytest.fixture(scope="module")
