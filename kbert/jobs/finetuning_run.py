@@ -42,6 +42,7 @@ from kbert.training.optimizers import create_optimizer
 from kbert.resumable_run import DEFAULT_SAVE_EVERY, ResumableRun, check_output
 from kbert.jobs import finetuning_catalog
 from kbert.jobs.extras import FINETUNING_PACKAGES, require_packages
+from kbert.jobs.run_outputs import write_metrics
 from kbert.checkpoints.checkpoint_loading import load_checkpoint
 from kbert.models.presets import preset_class
 
@@ -98,8 +99,7 @@ def _distributed(options):
 
 
 def _write(output, metrics, predictions, model):
-    with open(os.path.join(output, "metrics.json"), "w") as f:
-        json.dump(metrics, f, indent=2)
+    write_metrics(os.path.join(output, "metrics.json"), metrics)
     with open(os.path.join(output, "predictions.jsonl"), "w", encoding="utf-8") as f:
         for row in predictions:
             f.write(json.dumps(row, ensure_ascii=False) + "\n")
@@ -253,8 +253,7 @@ def run_bbc_news_comparison(pretrained="runs/pretrain", output="runs/finetune", 
                                  learning_rate=learning_rate, run_arguments={"pretrained": os.path.abspath(
                                      model_file), "initialisation": name}, distributed=distributed, **options)
     if distributed.chief:
-        with open(os.path.join(output, "metrics.json"), "w") as f:
-            json.dump(results, f, indent=2)
+        write_metrics(os.path.join(output, "metrics.json"), results)
     log("")
     for line in comparison_table(results):
         log(line)
