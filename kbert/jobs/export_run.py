@@ -33,8 +33,21 @@ def _check(format, output):
     if backend != FORMATS[format]:
         raise ValueError(f"--format {format} is produced on the {FORMATS[format]} backend (add --backend "
                          f"{FORMATS[format]}); this run is on {backend}.")
-    if os.path.exists(output) and os.listdir(output):
+    _check_output(output)
+
+
+def _check_output(output):
+    """A one-line `ValueError` unless `output` is, or can be made as, an empty folder this process may write."""
+    if os.path.exists(output) and not os.path.isdir(output):
+        raise ValueError(f"--output {output} is a file; give a new folder.")
+    if os.path.isdir(output) and os.listdir(output):
         raise ValueError(f"--output {output} is not empty; give a new folder.")
+    try:
+        os.makedirs(output, exist_ok=True)
+    except OSError as error:  # a path under a file, a read-only place
+        raise ValueError(f"--output {output} cannot be made: {error.strerror}.") from None
+    if not os.access(output, os.W_OK):
+        raise ValueError(f"--output {output} is not writable.")
 
 
 def export_saved_model(model, output):

@@ -83,6 +83,13 @@ def write_metrics(path, metrics):
         json.dump(_finite(metrics), f, indent=2, allow_nan=False)
 
 
+def completed_run(run, log):
+    """The metrics of the finished run in `run.output` (`run.complete`), which a rerun leaves as it is."""
+    log(f"{run.output} holds this run, complete: nothing to do (its metrics.json below; --overwrite trains again).")
+    with open(os.path.join(run.output, "metrics.json"), encoding="utf-8") as f:
+        return json.load(f)
+
+
 def save_run(run, model, metrics, title, saved_files, log):
     """Save `model`, the metrics and the learning curve (titled `title`) to `run.output`; end `run`.
 

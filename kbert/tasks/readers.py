@@ -44,63 +44,63 @@ def _file_format(path):
     return _FORMATS[suffix]
 
 
-def _open(path):
+def _check_file(path):
     path = os.fspath(path)
     if os.path.isdir(path):
         raise ValueError(f"{path!r} is a folder; give a file.")
     if not os.path.isfile(path):
         raise ValueError(f"File not found: {path!r}.")
+    return path
+
+
+def _open(path):
     # "utf-8-sig": a byte-order mark some editors write is not part of the first column name.
-    return open(path, encoding="utf-8-sig", newline="")
+    return open(_check_file(path), encoding="utf-8-sig", newline="")
 
 
-def _lines(file, path):
-    """`(line number, line)` of an open text file; a `ValueError` naming the line of bytes that are not UTF-8."""
-    number = 0
-    while True:
-        number += 1
-        try:
-            line = file.readline()
-        except UnicodeDecodeError as error:
-            raise ValueError(f"{path}, line {number}: bytes that are not UTF-8 ({error.object[error.start:error.end]!r}"
-                             "); save the file as UTF-8.") from None
-        if not line:
-            return
-        yield number, line
+def _lines(path):
+    """`(line number, text)` of every line of the file `path`, decoded as UTF-8 one line at a time; a
+    `ValueError` names the line of bytes that are not UTF-8. A byte-order mark some editors write is
+    not part of the first line."""
+    with open(_check_file(path), "rb") as f:
+        for number, raw in enumerate(f, start=1):
+            try:
+                yield number, raw.decode("utf-8-sig" if number == 1 else "utf-8")
+            except UnicodeDecodeError as error:
+                raise ValueError(f"{path}, line {number}: bytes that are not UTF-8 "
+                                 f"({error.object[error.start:error.end]!r}); save the file as UTF-8.") from None
 
 
 def _delimited_rows(path, delimiter, has_header):
     """`(line, dict)` rows of a TSV or CSV; keys are the header's names, or column indices."""
-    with _open(path) as f:
-        # GLUE's TSVs hold unbalanced quotes: no quoting in them, as BERT reads them.
-        quoting = csv.QUOTE_NONE if delimiter == "\t" else csv.QUOTE_MINIMAL
-        reader = csv.reader((line for _, line in _lines(f, path)), delimiter=delimiter, quoting=quoting)
-        header = next(reader, None) if has_header else None
-        for values in reader:
-            if not values:  # a blank line
-                continue
-            if header is not None and len(values) != len(header):
-                raise ValueError(
-                    f"{path}, line {reader.line_num}: {len(values)} fields where the header "
-                    f"has {len(header)}."
-                )
-            yield reader.line_num, dict(zip(header or range(len(values)), values))
+    # GLUE's TSVs hold unbalanced quotes: no quoting in them, as BERT reads them.
+    quoting = csv.QUOTE_NONE if delimiter == "\t" else csv.QUOTE_MINIMAL
+    reader = csv.reader((line for _, line in _lines(path)), delimiter=delimiter, quoting=quoting)
+    header = next(reader, None) if has_header else None
+    for values in reader:
+        if not values:  # a blank line
+            continue
+        if header is not None and len(values) != len(header):
+            raise ValueError(
+                f"{path}, line {reader.line_num}: {len(values)} fields where the header "
+                f"has {len(header)}."
+            )
+        yield reader.line_num, dict(zip(header or range(len(values)), values))
 
 
 def json_rows(path):
     """`(line number, object)` for every non-blank line of a JSONL file; a `ValueError` names a bad line."""
-    with _open(path) as f:
-        for line_number, line in _lines(f, path):
-            if not line.strip():
-                continue
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError as error:
-                raise ValueError(f"{path}, line {line_number}: not JSON ({error.msg}).") from None
-            if not isinstance(row, dict):
-                raise ValueError(f"{path}, line {line_number}: a JSON object is expected.")
-            _check_encodable(path, line_number, row)
-            yield line_number, row
+    for line_number, line in _lines(path):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError as error:
+            raise ValueError(f"{path}, line {line_number}: not JSON ({error.msg}).") from None
+        if not isinstance(row, dict):
+            raise ValueError(f"{path}, line {line_number}: a JSON object is expected.")
+        _check_encodable(path, line_number, row)
+        yield line_number, row
 
 
 def _check_encodable(path, line, row):
