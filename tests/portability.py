@@ -69,8 +69,7 @@ def save(folder, names):
     for name in names:
         keras.utils.set_random_seed(0)
         model, (x, y) = MOVED[name]()
-        # Not compiled: compiling one step of each model would cost most of the suite's time.
-        model.compile(optimizer=create_optimizer("adamw", 1e-3, total_steps=10, warmup_steps=1), jit_compile=False)
+        model.compile(optimizer=create_optimizer("adamw", 1e-3, total_steps=10, warmup_steps=1))
         model.train_on_batch(x, y)
         model.save(os.path.join(folder, f"{name}.keras"))
         record = {"x": _numpy(x), "y": _numpy(y), "outputs": _outputs(name, model, x), "slots": _slots(model),
@@ -91,7 +90,6 @@ def check(folder, name):
     for path, expected in record["slots"].items():
         for got, want in zip(slots[path], expected, strict=True):
             np.testing.assert_allclose(got, want, atol=1e-6, rtol=1e-5, err_msg=f"optimizer slot of {path}")
-    model.jit_compile = False
     loss = model.train_on_batch(record["x"], record["y"])
     assert np.isfinite(np.asarray(keras.tree.flatten(loss)[0])), f"step loss {loss}"
     with tempfile.TemporaryDirectory() as again:
