@@ -22,13 +22,18 @@ import os
 import zipfile
 
 import keras
+import numpy as np
+from scipy.special import softmax
 
 from kbert.checkpoints.checkpoint_loading import tokenizer_beside
-from kbert.pretraining.bert_pretrainer import BertPretrainer
+from kbert.pretraining import (BertPretrainer, ElectraPretrainer, SpanBertPretrainer, StructBertPretrainer,
+                               XLNetPretrainer)
 from kbert.tasks.readers import json_rows
 from kbert.tasks import CausalLM, MultipleChoice, Seq2SeqLM, SpanQuestionAnswering, TextClassifier, TokenClassifier
 
 DEFAULT_SEQUENCE_LENGTH = 128
+# The pretrainers whose masks `fill_blanks` fills (`BertPretrainer` has `fill_mask`).
+BLANK_FILLERS = (StructBertPretrainer, SpanBertPretrainer, ElectraPretrainer, XLNetPretrainer)
 _GENERATORS = {"GPT2LMHeadModel": CausalLM, "T5ForConditionalGeneration": Seq2SeqLM,
                "BartForConditionalGeneration": Seq2SeqLM}
 
@@ -143,6 +148,30 @@ def _needs(record, key, what):
     return record[key]
 
 
+def fill_blanks(model, text, top_k=5):
+    """The `top_k` tokens, with their probabilities, for each mask token of `text`, from a pretraining run's
+    StructBERT, SpanBERT, ELECTRA (its generator) or XLNet (its query stream): one call per mask, as the
+    run's fill-in-the-blank demo asks (`kbert.jobs.language_model_objectives`)."""
+    from kbert.jobs.language_model_objectives import masked_inputs, masked_lm_logits, permutation_lm_logits
+
+    preprocessor = model.text_preprocessor("predict")
+    tokenizer = preprocessor.tokenizer
+    ids = preprocessor.token_ids([text])[0]
+    positions = [index for index, token in enumerate(ids) if token == tokenizer.mask_id]
+    if not positions:
+        raise ValueError(f"the text has no {preprocessor.token_string(tokenizer.mask_id)} to fill.")
+    logits_at = permutation_lm_logits if isinstance(model, XLNetPretrainer) else masked_lm_logits
+    slots = []
+    for position in positions:
+        x = masked_inputs(tokenizer, ids[:position], ids[position + 1:], preprocessor.sequence_length)
+        if x is None:
+            raise ValueError(f"a mask lies past the first {preprocessor.sequence_length} tokens.")
+        scores = softmax(np.asarray(logits_at(model, x), np.float64))
+        best = np.argsort(-scores[: tokenizer.vocabulary_size], kind="stable")[: int(top_k)]  # tokens it can write
+        slots.append([{"token": preprocessor.token_string(int(i)), "score": float(scores[i])} for i in best])
+    return {"predictions": slots}
+
+
 def predict_one(model, record, top_k=5, max_new_tokens=32):
     """The JSON result of `model`'s text-level call on one input `{"text", ...}`."""
     text = record["text"]
@@ -160,6 +189,8 @@ def predict_one(model, record, top_k=5, max_new_tokens=32):
         result = model.fill_mask(text, top_k=top_k)
         return {"predictions": [[{"token": p["token"], "score": p["score"]} for p in slot]
                                 for slot in result["predictions"]]}
+    if isinstance(model, BLANK_FILLERS):
+        return fill_blanks(model, text, top_k)
     if isinstance(model, (CausalLM, Seq2SeqLM)):
         return {"generated": model.generate(text, max_new_tokens=max_new_tokens)}
     raise ValueError(f"kbert predict runs classifiers, taggers, question answering, multiple choice, masked LMs "

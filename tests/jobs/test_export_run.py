@@ -70,7 +70,7 @@ ONNX = """
 import json, sys
 import numpy as np, onnxruntime
 session = onnxruntime.InferenceSession(sys.argv[1])
-inputs = {name: np.array(value, np.int32) for name, value in json.loads(sys.argv[2]).items()}
+inputs = {name: np.array(value, np.int64) for name, value in json.loads(sys.argv[2]).items()}
 outputs = session.run(None, {i.name: inputs[i.name] for i in session.get_inputs()})
 print(json.dumps({"logits": outputs[0].tolist(), "kbert": "kbert" in sys.modules}))
 """

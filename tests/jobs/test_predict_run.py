@@ -296,3 +296,25 @@ def test_options_that_do_not_apply_and_bad_paths_are_refused(saved_models, tmp_p
     corrupt = tmp_path / "corrupt.keras"
     corrupt.write_bytes(b"not a zip")
     assert f"{corrupt} is not a .keras file" in _error(["--model", str(corrupt), "--text", "bob"], capsys)
+
+
+@pytest.mark.parametrize("name", ["StructBertPretrainer", "SpanBertPretrainer", "ElectraPretrainer",
+                                  "XLNetPretrainer"])
+def test_a_pretraining_runs_model_gives_the_top_tokens_for_each_mask(name, tmp_path, capsys):
+    from trainable_models import MODELS
+
+    from kbert.jobs.language_model_objectives import masked_inputs, masked_lm_logits, permutation_lm_logits
+
+    model, _ = MODELS[name]()
+    write_vocabulary(tmp_path)
+    tokenizer = WordPieceTokenizer(str(tmp_path / "vocab.txt"))
+    model.preprocessor = TextPreprocessor(tokenizer, 16)
+    model.save(str(tmp_path / "model.keras"))
+    (result,) = _predict(["--model", str(tmp_path), "--text", "bob is in [MASK] .", "--top-k", "2"], capsys)
+    ids = tokenizer(["bob is in"])[0]
+    x = masked_inputs(tokenizer, ids, tokenizer(["."])[0], 16)  # what the run's demo asks
+    logits = (permutation_lm_logits if name == "XLNetPretrainer" else masked_lm_logits)(model, x)
+    scores = np.exp(logits - logits.max()) / np.exp(logits - logits.max()).sum()
+    best = np.argsort(-scores[: tokenizer.vocabulary_size], kind="stable")[:2]
+    assert [p["token"] for p in result["predictions"][0]] == [tokenizer.id_to_token(int(i)) for i in best]
+    np.testing.assert_allclose([p["score"] for p in result["predictions"][0]], scores[best], atol=1e-6)
