@@ -30,8 +30,9 @@ def _run(backend, *arguments):
 
 
 def _models():
-    done = subprocess.run([sys.executable, "-c", "import sys; sys.path.insert(0, sys.argv[1]); import portability, json;"
-                           " print(json.dumps(list(portability.MOVED)))", str(HELPER.parent)],
+    code = ("import sys; sys.path.insert(0, sys.argv[1]); import portability, json; "
+            "print(json.dumps(list(portability.MOVED)))")
+    done = subprocess.run([sys.executable, "-c", code, str(HELPER.parent)],
                           env={**os.environ, "PYTHONPATH": str(ROOT), "KERAS_BACKEND": "torch"},
                           capture_output=True, text=True, check=True)
     return json.loads(done.stdout.strip().splitlines()[-1])

@@ -7,7 +7,7 @@
 (`create_optimizer`), saves it as `FOLDER/NAME.keras`, and keeps its batch,
 its outputs on that batch and its optimizer slots (by variable path) in
 `FOLDER/NAME.pkl`. `load`, in a fresh process on another backend, loads each
-file and checks that its outputs equal the saved ones (to 1e-4), that every
+file and checks that its outputs, called and through `predict`, equal the saved ones (to 1e-4), that every
 variable's Adam slots came back to that variable, that one more training step
 runs to a finite loss, and that the model saves again; it prints one JSON
 object, name -> the error (null where all held). Names default to all of
@@ -45,9 +45,8 @@ def _numpy(tree):
     return keras.tree.map_structure(lambda value: None if value is None else np.asarray(value), tree)
 
 
-def _outputs(name, model, x):
-    """The model's outputs on `x` (inference), as a flat list of float64 arrays."""
-    outputs = model(x, training=False)
+def _outputs(name, outputs):
+    """A model's `outputs` (those not drawn at random) as a flat list of float64 arrays."""
     if name in SAMPLED_OUTPUTS:
         outputs = {key: outputs[key] for key in SAMPLED_OUTPUTS[name]}
     return [np.asarray(keras.ops.convert_to_numpy(value), np.float64) for value in keras.tree.flatten(outputs)]
@@ -72,7 +71,7 @@ def save(folder, names):
         model.compile(optimizer=create_optimizer("adamw", 1e-3, total_steps=10, warmup_steps=1))
         model.train_on_batch(x, y)
         model.save(os.path.join(folder, f"{name}.keras"))
-        record = {"x": _numpy(x), "y": _numpy(y), "outputs": _outputs(name, model, x), "slots": _slots(model),
+        record = {"x": _numpy(x), "y": _numpy(y), "outputs": _outputs(name, model(x, training=False)), "slots": _slots(model),
                   "backend": keras.backend.backend()}
         with open(os.path.join(folder, f"{name}.pkl"), "wb") as f:
             pickle.dump(record, f)
@@ -83,8 +82,10 @@ def check(folder, name):
     with open(os.path.join(folder, f"{name}.pkl"), "rb") as f:
         record = pickle.load(f)
     model = keras.saving.load_model(os.path.join(folder, f"{name}.keras"))
-    for got, expected in zip(_outputs(name, model, record["x"]), record["outputs"], strict=True):
-        np.testing.assert_allclose(got, expected, atol=TOLERANCE, rtol=TOLERANCE, err_msg="outputs")
+    # Called, and through `predict` (what `kbert predict` runs: traced, compiled on JAX and TensorFlow).
+    for outputs in (model(record["x"], training=False), model.predict(record["x"], verbose=0)):
+        for got, expected in zip(_outputs(name, outputs), record["outputs"], strict=True):
+            np.testing.assert_allclose(got, expected, atol=TOLERANCE, rtol=TOLERANCE, err_msg="outputs")
     slots = _slots(model)
     assert sorted(slots) == sorted(record["slots"]), "the trainable variables differ"
     for path, expected in record["slots"].items():
