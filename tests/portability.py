@@ -71,8 +71,8 @@ def save(folder, names):
         model.compile(optimizer=create_optimizer("adamw", 1e-3, total_steps=10, warmup_steps=1))
         model.train_on_batch(x, y)
         model.save(os.path.join(folder, f"{name}.keras"))
-        record = {"x": _numpy(x), "y": _numpy(y), "outputs": _outputs(name, model(x, training=False)), "slots": _slots(model),
-                  "backend": keras.backend.backend()}
+        record = {"x": _numpy(x), "y": _numpy(y), "outputs": _outputs(name, model(x, training=False)),
+                  "slots": _slots(model), "backend": keras.backend.backend()}
         with open(os.path.join(folder, f"{name}.pkl"), "wb") as f:
             pickle.dump(record, f)
 
