@@ -39,6 +39,9 @@ MOVED = {**FAMILY_MODELS, **{name: MODELS[name] for name in PRETRAINERS}}
 # they do not depend on the draw.
 SAMPLED_OUTPUTS = {"ElectraPretrainer": ("mlm_logits",)}
 TOLERANCE = 1e-4
+# XLA on TensorFlow: compiling each model's step and `predict` would cost most of the suite's time (JAX's
+# eager steps are slower than its compiled ones; PyTorch compiles nothing by default).
+JIT_COMPILE = False if keras.backend.backend() == "tensorflow" else "auto"
 
 
 def _numpy(tree):
@@ -68,7 +71,8 @@ def save(folder, names):
     for name in names:
         keras.utils.set_random_seed(0)
         model, (x, y) = MOVED[name]()
-        model.compile(optimizer=create_optimizer("adamw", 1e-3, total_steps=10, warmup_steps=1))
+        model.compile(optimizer=create_optimizer("adamw", 1e-3, total_steps=10, warmup_steps=1),
+                      jit_compile=JIT_COMPILE)
         model.train_on_batch(x, y)
         model.save(os.path.join(folder, f"{name}.keras"))
         record = {"x": _numpy(x), "y": _numpy(y), "outputs": _outputs(name, model(x, training=False)),
@@ -82,6 +86,8 @@ def check(folder, name):
     with open(os.path.join(folder, f"{name}.pkl"), "rb") as f:
         record = pickle.load(f)
     model = keras.saving.load_model(os.path.join(folder, f"{name}.keras"))
+    if not JIT_COMPILE:
+        model.jit_compile = False
     # Called, and through `predict` (what `kbert predict` runs: traced, compiled on JAX and TensorFlow).
     for outputs in (model(record["x"], training=False), model.predict(record["x"], verbose=0)):
         for got, expected in zip(_outputs(name, outputs), record["outputs"], strict=True):

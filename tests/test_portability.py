@@ -25,7 +25,7 @@ from portability import MOVED, save
 BACKENDS = ("tensorflow", "jax", "torch")
 NAMES = sorted(MOVED)
 SCRIPT = pathlib.Path(__file__).resolve().parent / "portability.py"
-TIMEOUT_S = 300
+TIMEOUT_S = 900
 
 
 def destinations(backend):
