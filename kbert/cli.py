@@ -268,10 +268,13 @@ def _predict(args):
         raise ValueError("--question needs a context: give the passage to answer from as --text.")
     if (args.text is None) == (args.input is None):
         raise ValueError("predict needs --text or --input (one of them).")
+    places = None
     if args.input is not None:
         if args.text_pair or args.question:
             raise ValueError("--text-pair and --question go with --text; put them in the --input lines.")
-        inputs = read_inputs(args.input)
+        inputs, places = read_inputs(args.input)
+    elif not args.text.strip():
+        raise ValueError("--text is empty.")
     else:
         inputs = [{"text": args.text, "text_pair": args.text_pair, "question": args.question}]
-    run_predict(args.model, inputs, top_k=args.top_k, max_new_tokens=args.max_new_tokens)
+    run_predict(args.model, inputs, top_k=args.top_k, max_new_tokens=args.max_new_tokens, places=places)

@@ -114,6 +114,7 @@ class ResumableRun(keras.callbacks.Callback):
         if int(total_steps) < 1 or int(save_every) < 1:
             raise ValueError(f"total_steps and save_every must be positive (received {total_steps}, {save_every}).")
         self.output, self.total_steps, self.save_every = output, int(total_steps), int(save_every)
+        self.outputs = tuple(outputs)
         self.arguments = json.loads(json.dumps(arguments))
         self.log = log or (lambda line: None)
         self.chief = chief
@@ -173,6 +174,12 @@ class ResumableRun(keras.callbacks.Callback):
         with np.load(self.checkpoint_path) as saved:
             state = json.loads(str(saved["state"]))
         return state["step"], state["elapsed_seconds"], state["losses"]
+
+    @property
+    def complete(self):
+        """Whether `output` holds this run finished: every one of its `outputs` written, no checkpoint left."""
+        written = all(os.path.exists(os.path.join(self.output, name)) for name in self.outputs)
+        return bool(self.outputs) and written and not os.path.exists(self.checkpoint_path)
 
     def elapsed_seconds(self):
         """Wall time of the whole run so far, the earlier parts of a resumed run included."""

@@ -12,6 +12,7 @@ import os
 
 import keras
 import numpy as np
+import pytest
 
 POSITIVE, NEGATIVE = ("good", "great", "fine"), ("bad", "awful", "dull")
 CONTEXT = "bob is in paris. alice is in france."
@@ -194,10 +195,10 @@ def check_saved(output, metrics, model_class):
     import kbert.tasks  # noqa: F401  (registers the task models)
 
     assert sorted(os.listdir(output)) == ["metrics.json", "model.keras", "predictions.jsonl", "run.json"]
-    with open(output / "metrics.json") as f:
-        saved = json.load(f)
+    with open(output / "metrics.json") as f:  # strict JSON: a NaN metric is null
+        saved = json.load(f, parse_constant=lambda name: pytest.fail(f"metrics.json holds {name}"))
     assert list(saved) == list(metrics)
-    assert all(saved[k] == v or (np.isnan(saved[k]) and np.isnan(v)) for k, v in metrics.items())
+    assert all(saved[k] == v or (saved[k] is None and np.isnan(v)) for k, v in metrics.items())
     assert metrics["backend"] == keras.backend.backend()
     with open(output / "predictions.jsonl", encoding="utf-8") as f:
         rows = [json.loads(line) for line in f]

@@ -196,3 +196,13 @@ def test_a_save_cut_short_leaves_the_last_checkpoint(tmp_path):
     (tmp_path / f"{CHECKPOINT_FILE}.tmp-123").write_bytes(b"half a checkpoint")  # as a kill -9 leaves it
     run = ResumableRun(str(tmp_path), ARGUMENTS, TOTAL, save_every=SAVE_EVERY, log=None)
     assert run.step == 3 and sorted(os.listdir(tmp_path)) == [CHECKPOINT_FILE, RUN_FILE]
+
+
+def test_a_run_is_complete_once_its_outputs_are_written_and_its_checkpoint_gone(tmp_path):
+    run = ResumableRun(str(tmp_path), {"seed": 0}, total_steps=2, outputs=("model.keras",), log=None)
+    assert not run.complete
+    (tmp_path / "model.keras").write_text("saved")
+    (tmp_path / CHECKPOINT_FILE).write_text("a checkpoint")  # interrupted after saving: not complete
+    assert not run.complete
+    run.finish()
+    assert ResumableRun(str(tmp_path), {"seed": 0}, total_steps=2, outputs=("model.keras",), log=None).complete

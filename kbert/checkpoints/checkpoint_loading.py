@@ -2,9 +2,10 @@
 
 - a Hugging Face folder: `config.json`, the weights, and `vocab.txt`
   (WordPiece; lower-cased unless `tokenizer_config.json` says
-  `do_lower_case: false`) or `spiece.model` (SentencePiece);
+  `do_lower_case: false`), `spiece.model` (SentencePiece) or `vocab.json`
+  with `merges.txt` (byte-level BPE: RoBERTa);
 - a kbert `model.keras` (a backbone, or a pretrainer or task that wraps one,
-  as `kbert pretrain` writes): its tokenizer is the one saved inside it (its
+  as `kbert pretrain` writes), or the run folder that holds it: its tokenizer is the one saved inside it (its
   `preprocessor`), or, for older files, the `vocab.txt` beside it;
 - a builder name (`bert_mini`, `t5_small`, ...): random initialisation, the
   from-scratch control, sized to the vocabulary.
@@ -51,7 +52,7 @@ def _vocabulary_beside(folder, checkpoint):
         if os.path.isfile(os.path.join(folder, name)):
             return os.path.join(folder, name)
     raise FileNotFoundError(
-        f"No vocab.txt or spiece.model beside {checkpoint}; pass --vocabulary."
+        f"No vocab.txt, spiece.model or vocab.json with merges.txt beside {checkpoint}; pass --vocabulary."
     )
 
 
@@ -106,6 +107,15 @@ def _learned_tokenizer(texts, checkpoint):
     return WordPieceTokenizer(learn_word_piece_vocabulary(texts, LEARNED_VOCABULARY_SIZE), lowercase=True)
 
 
+def _run_model(checkpoint):
+    """The `model.keras` of a kbert run folder (`kbert pretrain` or `finetune` output), else `checkpoint`."""
+    saved = os.path.join(checkpoint, "model.keras")
+    if os.path.isdir(checkpoint) and os.path.isfile(saved) and not os.path.isfile(os.path.join(checkpoint,
+                                                                                               "config.json")):
+        return saved
+    return checkpoint
+
+
 def _check_vocabulary(backbone, tokenizer, checkpoint):
     if tokenizer.vocabulary_size > backbone.vocabulary_size:
         raise ValueError(
@@ -130,11 +140,12 @@ def load_checkpoint(checkpoint, vocabulary=None, texts=()):
     from kbert.checkpoints.huggingface import from_huggingface
     from kbert.models import build
 
-    checkpoint = os.fspath(checkpoint)
+    checkpoint = _run_model(os.fspath(checkpoint))
     if os.path.isdir(checkpoint):
         backbone = from_huggingface(checkpoint)
-        path = vocabulary or _vocabulary_beside(checkpoint, checkpoint)
-        tokenizer = _tokenizer(path, _lowercase(checkpoint))
+        beside = None if vocabulary else tokenizer_beside(checkpoint)
+        tokenizer = beside or _tokenizer(vocabulary or _vocabulary_beside(checkpoint, checkpoint),
+                                         _lowercase(checkpoint))
     elif checkpoint.endswith(".keras"):
         if not os.path.isfile(checkpoint):
             raise FileNotFoundError(f"--checkpoint file not found: {checkpoint}")

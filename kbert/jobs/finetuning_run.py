@@ -42,6 +42,7 @@ from kbert.training.optimizers import create_optimizer
 from kbert.resumable_run import DEFAULT_SAVE_EVERY, ResumableRun, check_output
 from kbert.jobs import finetuning_catalog
 from kbert.jobs.extras import FINETUNING_PACKAGES, require_packages
+from kbert.jobs.run_outputs import completed_run, write_metrics
 from kbert.checkpoints.checkpoint_loading import load_checkpoint
 from kbert.models.presets import preset_class
 
@@ -98,8 +99,7 @@ def _distributed(options):
 
 
 def _write(output, metrics, predictions, model):
-    with open(os.path.join(output, "metrics.json"), "w") as f:
-        json.dump(metrics, f, indent=2)
+    write_metrics(os.path.join(output, "metrics.json"), metrics)
     with open(os.path.join(output, "predictions.jsonl"), "w", encoding="utf-8") as f:
         for row in predictions:
             f.write(json.dumps(row, ensure_ascii=False) + "\n")
@@ -145,6 +145,8 @@ def finetune(task, backbone, tokenizer, train_examples, validation_examples, out
         model = spec.model(backbone, train_examples, features)  # before the run's folder: bad features stop here
     run = distributed.chief_first(lambda writes: ResumableRun(
         output, arguments, epochs * steps_per_epoch, OUTPUTS, save_every, overwrite, log, chief=writes))
+    if run.complete:
+        return completed_run(run, log)
     log(f"Fine-tuning for {task} ({backbone.count_params():,} backbone parameters, features {features}) on "
         f"{len(train_examples.examples):,} examples: {epochs} epochs of {steps_per_epoch} steps of "
         f"{batch_size} x {sequence_length} on {keras.backend.backend()}, {distributed.describe()} ...")
@@ -253,8 +255,7 @@ def run_bbc_news_comparison(pretrained="runs/pretrain", output="runs/finetune", 
                                  learning_rate=learning_rate, run_arguments={"pretrained": os.path.abspath(
                                      model_file), "initialisation": name}, distributed=distributed, **options)
     if distributed.chief:
-        with open(os.path.join(output, "metrics.json"), "w") as f:
-            json.dump(results, f, indent=2)
+        write_metrics(os.path.join(output, "metrics.json"), results)
     log("")
     for line in comparison_table(results):
         log(line)

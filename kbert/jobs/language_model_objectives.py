@@ -122,7 +122,7 @@ def _continuations(model, tokenizer, documents, held_out, sequence_length, rng, 
         log(f"    text: {rest}    model: {tokenizer.detokenize(generated[:end])}")
 
 
-def _masked_inputs(tokenizer, left, right, sequence_length):
+def masked_inputs(tokenizer, left, right, sequence_length):
     """One sequence `[CLS] left [MASK] right [SEP]`, padded, with its mask position; `None` if cut."""
     ids = [tokenizer.cls_id, *left, tokenizer.mask_id, *right, tokenizer.sep_id][:sequence_length]
     position = len(left) + 1
@@ -142,12 +142,12 @@ def _masked_inputs(tokenizer, left, right, sequence_length):
     return x
 
 
-def _masked_lm_logits(model, x):
+def masked_lm_logits(model, x):
     """The masked-LM head's vocabulary logits at the one `[MASK]` of `x`."""
     return few_calls_outputs(model, x)["mlm_logits"][0, 0]
 
 
-def _permutation_lm_logits(model, x):
+def permutation_lm_logits(model, x):
     """XLNet's query-stream logits at the `[MASK]` of `x`, which no position may attend to."""
     length, position = x["token_ids"].shape[1], int(x["mask_positions"][0, 0])
     permutation_mask = np.zeros((1, length, length), "float32")
@@ -169,7 +169,7 @@ def _fill_in_the_blank(blank_logits, model, tokenizer, documents, held_out, sequ
             continue
         index = rng.choice(candidates)
         before, answer, after = " ".join(words[:index]), words[index], " ".join(words[index + 1 :])
-        x = _masked_inputs(tokenizer, *tokenizer([before, after]), sequence_length)
+        x = masked_inputs(tokenizer, *tokenizer([before, after]), sequence_length)
         if x is None:
             continue
         logits = blank_logits(model, x)
@@ -186,8 +186,8 @@ def _report(metric, predicted, targets, demo):
     )
 
 
-MASKED_LM = _report("mlm", "masked-LM", _masked_targets, functools.partial(_fill_in_the_blank, _masked_lm_logits))
+MASKED_LM = _report("mlm", "masked-LM", _masked_targets, functools.partial(_fill_in_the_blank, masked_lm_logits))
 PERMUTATION_LM = _report(
-    "plm", "permutation-LM", _masked_targets, functools.partial(_fill_in_the_blank, _permutation_lm_logits)
+    "plm", "permutation-LM", _masked_targets, functools.partial(_fill_in_the_blank, permutation_lm_logits)
 )
 NEXT_TOKEN = _report("clm", "next-token", _next_token_targets, _continuations)

@@ -19,15 +19,21 @@ JSON fields of its task (see `kbert.cli`).
 
 import json
 import os
+import zipfile
 
 import keras
+import numpy as np
+from scipy.special import softmax
 
 from kbert.checkpoints.checkpoint_loading import tokenizer_beside
-from kbert.pretraining.bert_pretrainer import BertPretrainer
+from kbert.pretraining import (BertPretrainer, ElectraPretrainer, SpanBertPretrainer, StructBertPretrainer,
+                               XLNetPretrainer)
 from kbert.tasks.readers import json_rows
 from kbert.tasks import CausalLM, MultipleChoice, Seq2SeqLM, SpanQuestionAnswering, TextClassifier, TokenClassifier
 
 DEFAULT_SEQUENCE_LENGTH = 128
+# The pretrainers whose masks `fill_blanks` fills (`BertPretrainer` has `fill_mask`).
+BLANK_FILLERS = (StructBertPretrainer, SpanBertPretrainer, ElectraPretrainer, XLNetPretrainer)
 _GENERATORS = {"GPT2LMHeadModel": CausalLM, "T5ForConditionalGeneration": Seq2SeqLM,
                "BartForConditionalGeneration": Seq2SeqLM}
 
@@ -62,8 +68,15 @@ def _usable_length(model, length):
     return min(length, backbone.max_positions - getattr(backbone, "position_offset", 0))
 
 
+def _read_keras(path):
+    """`keras.saving.load_model(path)`; a file that is no `.keras` archive is a one-line `ValueError` saying so."""
+    if not zipfile.is_zipfile(path):
+        raise ValueError(f"{path} is not a .keras file (a zip archive): it may be cut short or corrupt.")
+    return keras.saving.load_model(path)
+
+
 def _load_keras(path):
-    model = keras.saving.load_model(path)
+    model = _read_keras(path)
     if getattr(model, "preprocessor", "absent") is None:  # a task saved before preprocessors
         folder = os.path.dirname(path) or "."
         model.preprocessor = _preprocessor(folder, _usable_length(model, _run_sequence_length(folder)))
@@ -110,24 +123,53 @@ def load_predictor(path, num_choices=None):
 
 
 def read_inputs(path):
-    """The JSON objects of a JSONL file, one a line (blank lines skipped); a `ValueError` naming a bad line.
+    """The JSON objects of a JSONL file, one a line (blank lines skipped), and where each is (`"path, line n"`).
 
-    Each object has `text`, and as the task needs, `text_pair`, `question` or `choices`.
+    Each object has `text`, and as the task needs, `text_pair`, `question` or `choices`. A bad line
+    (not JSON, no or an empty `text`, bytes that are not UTF-8, a lone surrogate) is a `ValueError`
+    that names the file and the line.
     """
-    records = []
+    records, places = [], []
     for number, record in json_rows(path):
         if not isinstance(record.get("text"), str):
             raise ValueError(f"{path}, line {number}: expected a JSON object with a \"text\" string.")
+        if not record["text"].strip():
+            raise ValueError(f"{path}, line {number}: the \"text\" is empty.")
         records.append(record)
+        places.append(f"{path}, line {number}")
     if not records:
         raise ValueError(f"{path} holds no inputs.")
-    return records
+    return records, places
 
 
 def _needs(record, key, what):
     if record.get(key) is None:
         raise ValueError(f"This model is {what}: give a {key.replace('_', '-')} with each text.")
     return record[key]
+
+
+def fill_blanks(model, text, top_k=5):
+    """The `top_k` tokens, with their probabilities, for each mask token of `text`, from a pretraining run's
+    StructBERT, SpanBERT, ELECTRA (its generator) or XLNet (its query stream): one call per mask, as the
+    run's fill-in-the-blank demo asks (`kbert.jobs.language_model_objectives`)."""
+    from kbert.jobs.language_model_objectives import masked_inputs, masked_lm_logits, permutation_lm_logits
+
+    preprocessor = model.text_preprocessor("predict")
+    tokenizer = preprocessor.tokenizer
+    ids = preprocessor.token_ids([text])[0]
+    positions = [index for index, token in enumerate(ids) if token == tokenizer.mask_id]
+    if not positions:
+        raise ValueError(f"the text has no {preprocessor.token_string(tokenizer.mask_id)} to fill.")
+    logits_at = permutation_lm_logits if isinstance(model, XLNetPretrainer) else masked_lm_logits
+    slots = []
+    for position in positions:
+        x = masked_inputs(tokenizer, ids[:position], ids[position + 1:], preprocessor.sequence_length)
+        if x is None:
+            raise ValueError(f"a mask lies past the first {preprocessor.sequence_length} tokens.")
+        scores = softmax(np.asarray(logits_at(model, x), np.float64))
+        best = np.argsort(-scores[: tokenizer.vocabulary_size], kind="stable")[: int(top_k)]  # tokens it can write
+        slots.append([{"token": preprocessor.token_string(int(i)), "score": float(scores[i])} for i in best])
+    return {"predictions": slots}
 
 
 def predict_one(model, record, top_k=5, max_new_tokens=32):
@@ -147,17 +189,46 @@ def predict_one(model, record, top_k=5, max_new_tokens=32):
         result = model.fill_mask(text, top_k=top_k)
         return {"predictions": [[{"token": p["token"], "score": p["score"]} for p in slot]
                                 for slot in result["predictions"]]}
+    if isinstance(model, BLANK_FILLERS):
+        return fill_blanks(model, text, top_k)
     if isinstance(model, (CausalLM, Seq2SeqLM)):
         return {"generated": model.generate(text, max_new_tokens=max_new_tokens)}
     raise ValueError(f"kbert predict runs classifiers, taggers, question answering, multiple choice, masked LMs "
                      f"and generators; the model is a {type(model).__name__}.")
 
 
-def run_predict(model, inputs, top_k=5, max_new_tokens=32, write=print):
-    """Load `model` (a path) and write one JSON line per input (dicts with `text`, ...) with `write`."""
+# The input fields beside `text` and the models they apply to.
+_APPLIES = {"text_pair": ((TextClassifier,), "a sentence-pair classifier"),
+            "question": ((SpanQuestionAnswering,), "question answering"),
+            "choices": ((MultipleChoice,), "multiple choice")}
+
+
+def refuse_inapplicable(model, record, place=None):
+    """A one-line `ValueError` when `record` gives a field `model` does not read (`--question` to a classifier).
+
+    `place` is where the record is (`"path, line n"`), None for the command line's options.
+    """
+    for key, (classes, what) in _APPLIES.items():
+        if record.get(key) is not None and not isinstance(model, classes):
+            name = f"{place}: \"{key}\"" if place else f"--{key.replace('_', '-')}"
+            raise ValueError(f"{name} is for {what}; the model is a {type(model).__name__}.")
+
+
+def run_predict(model, inputs, top_k=5, max_new_tokens=32, write=print, places=None):
+    """Load `model` (a path) and write one JSON line per input (dicts with `text`, ...) with `write`.
+
+    `places` names where each input is (`read_inputs`), for the errors; None for the command line's.
+    """
     if int(top_k) < 1:
         raise ValueError(f"--top-k must be at least 1; received {top_k}.")
     counts = {len(record["choices"]) for record in inputs if isinstance(record.get("choices"), list)}
     predictor = load_predictor(model, counts.pop() if len(counts) == 1 else None)
-    for record in inputs:
-        write(json.dumps(predict_one(predictor, record, top_k, max_new_tokens), ensure_ascii=False))
+    places = places or [None] * len(inputs)
+    for record, place in zip(inputs, places):
+        refuse_inapplicable(predictor, record, place)
+    for record, place in zip(inputs, places):
+        try:
+            result = predict_one(predictor, record, top_k, max_new_tokens)
+        except ValueError as error:
+            raise ValueError(f"{place}: {error}" if place else str(error)) from None
+        write(json.dumps(result, ensure_ascii=False))

@@ -47,7 +47,7 @@ from kbert.distribute import DistributedTraining
 from kbert.jobs.extras import require_packages
 from kbert.jobs.objective_catalog import NOT_PRETRAINED, OBJECTIVES
 from kbert.jobs.pretraining_objective import TRAINS_ALONE
-from kbert.jobs.run_outputs import HELD_OUT_EVERY, STEPS_PER_EPOCH, run_optimizer, save_run
+from kbert.jobs.run_outputs import HELD_OUT_EVERY, STEPS_PER_EPOCH, completed_run, run_optimizer, save_run
 from kbert.models.presets import build
 from kbert.pretraining.pretraining_dataset import MIN_SEQUENCE_LENGTH, corpus_sources, read_documents
 from kbert.resumable_run import DEFAULT_SAVE_EVERY, ResumableRun
@@ -210,14 +210,13 @@ def run_pretraining(
     `model` one of the presets it trains. `corpus` is what `read_documents`
     takes (files, folders); `None` uses `default_corpus()`. A checkpoint is
     saved every `save_every` steps and on SIGINT or SIGTERM; a rerun with the
-    same arguments resumes from it, one with other arguments into the same
-    `output` is refused unless `overwrite`. `callbacks` are extra Keras
+    same arguments resumes from it (or, finished, does nothing), one with other
+    arguments into the same `output` is refused unless `overwrite`. `callbacks` are extra Keras
     callbacks for `fit` (for example `keras.callbacks.TensorBoard`); `log`
     prints the progress lines. `distribute` (`none`, `data`, `model`) and
     `model_parallel` are `kbert.distribute.DistributedTraining`'s: `batch_size`
     is the global batch, each process trains on its rows of it, process 0
-    alone writes and logs.
-    Raises `ValueError` for bad input (unknown model or objective, a model
+    alone writes and logs. Raises `ValueError` for bad input (unknown model or objective, a model
     the objective does not train, missing or binary corpus file, empty
     corpus, sequence length over the model's positions, an optional package
     the objective needs that is not installed, an output that is a file or
@@ -242,6 +241,8 @@ def run_pretraining(
     run, vocabulary = distributed.chief_first(lambda writes: (
         ResumableRun(output, arguments, steps, record.outputs, save_every, overwrite, log, chief=writes),
         record.vocabulary.load(output, train_documents, vocabulary_size, log)))
+    if run.complete:
+        return completed_run(run, log)
     with distributed.scope(model):
         backbone, pretrainer = _compiled_pretrainer(objective, model, vocabulary, steps, learning_rate,
                                                     distributed.jit_compile)

@@ -9,6 +9,7 @@ epoch length of its `fit`, the demo size and the files it saves.
 """
 
 import json
+import math
 import os
 
 from kbert.checkpoints.checkpoint_loading import tokenizer_beside
@@ -58,6 +59,37 @@ def run_preprocessor(output, sequence_length):
     return None if tokenizer is None else TextPreprocessor(tokenizer, sequence_length)
 
 
+def _finite(value):
+    """`value` with every non-finite float (NaN, infinity) as None, which strict JSON can hold."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {key: _finite(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_finite(item) for item in value]
+    return value
+
+
+def write_metrics(path, metrics):
+    """Write `metrics` to `path` as strict JSON: a metric that is not a finite number is `null`.
+
+    >>> import tempfile
+    >>> path = os.path.join(tempfile.mkdtemp(), "metrics.json")
+    >>> write_metrics(path, {"pearson": float("nan"), "loss": [0.5, float("inf")]})
+    >>> open(path).read().split()
+    ['{', '"pearson":', 'null,', '"loss":', '[', '0.5,', 'null', ']', '}']
+    """
+    with open(path, "w") as f:
+        json.dump(_finite(metrics), f, indent=2, allow_nan=False)
+
+
+def completed_run(run, log):
+    """The metrics of the finished run in `run.output` (`run.complete`), which a rerun leaves as it is."""
+    log(f"{run.output} holds this run, complete: nothing to do (its metrics.json below; --overwrite trains again).")
+    with open(os.path.join(run.output, "metrics.json"), encoding="utf-8") as f:
+        return json.load(f)
+
+
 def save_run(run, model, metrics, title, saved_files, log):
     """Save `model`, the metrics and the learning curve (titled `title`) to `run.output`; end `run`.
 
@@ -67,8 +99,7 @@ def save_run(run, model, metrics, title, saved_files, log):
     if getattr(model, "preprocessor", "absent") is None:
         model.preprocessor = run_preprocessor(run.output, run.arguments.get("sequence_length", 128))
     model.save(os.path.join(run.output, "model.keras"))
-    with open(os.path.join(run.output, "metrics.json"), "w") as f:
-        json.dump(metrics, f, indent=2)
+    write_metrics(os.path.join(run.output, "metrics.json"), metrics)
     save_learning_curve(os.path.join(run.output, "learning_curve.png"), run.losses, title)
     run.finish()
     log(f"Saved {', '.join(saved_files)} to {run.output}")

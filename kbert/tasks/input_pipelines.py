@@ -51,8 +51,11 @@ _INPUTS = ("token_ids", "segment_ids", "padding_mask")
 
 
 def special_token_ids(tokenizer):
-    """`(cls_id, sep_id, pad_id)` of a tokenizer; a `ValueError` when it has no `[CLS]`/`[SEP]`."""
+    """`(cls_id, sep_id, pad_id)` of a tokenizer (byte-level BPE's `<s>`, `</s>` for `[CLS]`, `[SEP]`, as
+    RoBERTa packs); a `ValueError` when it has none."""
     ids = tuple(getattr(tokenizer, name, None) for name in ("cls_id", "sep_id", "pad_id"))
+    if None in ids[:2]:
+        ids = (getattr(tokenizer, "start_id", None), getattr(tokenizer, "end_id", None), ids[2])
     if None in ids:
         raise ValueError(
             f"{type(tokenizer).__name__} has no [CLS], [SEP] or padding token (cls_id, sep_id, "

@@ -29,6 +29,7 @@ Example:
 
 import csv
 import json
+import math
 import os
 import re
 
@@ -43,45 +44,75 @@ def _file_format(path):
     return _FORMATS[suffix]
 
 
-def _open(path):
+def _check_file(path):
     path = os.fspath(path)
+    if os.path.isdir(path):
+        raise ValueError(f"{path!r} is a folder; give a file.")
     if not os.path.isfile(path):
         raise ValueError(f"File not found: {path!r}.")
+    return path
+
+
+def _open(path):
     # "utf-8-sig": a byte-order mark some editors write is not part of the first column name.
-    return open(path, encoding="utf-8-sig", newline="")
+    return open(_check_file(path), encoding="utf-8-sig", newline="")
+
+
+def _lines(path):
+    """`(line number, text)` of every line of the file `path`, decoded as UTF-8 one line at a time; a
+    `ValueError` names the line of bytes that are not UTF-8. A byte-order mark some editors write is
+    not part of the first line."""
+    with open(_check_file(path), "rb") as f:
+        for number, raw in enumerate(f, start=1):
+            try:
+                yield number, raw.decode("utf-8-sig" if number == 1 else "utf-8")
+            except UnicodeDecodeError as error:
+                raise ValueError(f"{path}, line {number}: bytes that are not UTF-8 "
+                                 f"({error.object[error.start:error.end]!r}); save the file as UTF-8.") from None
 
 
 def _delimited_rows(path, delimiter, has_header):
     """`(line, dict)` rows of a TSV or CSV; keys are the header's names, or column indices."""
-    with _open(path) as f:
-        # GLUE's TSVs hold unbalanced quotes: no quoting in them, as BERT reads them.
-        quoting = csv.QUOTE_NONE if delimiter == "\t" else csv.QUOTE_MINIMAL
-        reader = csv.reader(f, delimiter=delimiter, quoting=quoting)
-        header = next(reader, None) if has_header else None
-        for values in reader:
-            if not values:  # a blank line
-                continue
-            if header is not None and len(values) != len(header):
-                raise ValueError(
-                    f"{path}, line {reader.line_num}: {len(values)} fields where the header "
-                    f"has {len(header)}."
-                )
-            yield reader.line_num, dict(zip(header or range(len(values)), values))
+    # GLUE's TSVs hold unbalanced quotes: no quoting in them, as BERT reads them.
+    quoting = csv.QUOTE_NONE if delimiter == "\t" else csv.QUOTE_MINIMAL
+    reader = csv.reader((line for _, line in _lines(path)), delimiter=delimiter, quoting=quoting)
+    header = next(reader, None) if has_header else None
+    for values in reader:
+        if not values:  # a blank line
+            continue
+        if header is not None and len(values) != len(header):
+            raise ValueError(
+                f"{path}, line {reader.line_num}: {len(values)} fields where the header "
+                f"has {len(header)}."
+            )
+        yield reader.line_num, dict(zip(header or range(len(values)), values))
 
 
 def json_rows(path):
     """`(line number, object)` for every non-blank line of a JSONL file; a `ValueError` names a bad line."""
-    with _open(path) as f:
-        for line_number, line in enumerate(f, start=1):
-            if not line.strip():
-                continue
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError as error:
-                raise ValueError(f"{path}, line {line_number}: not JSON ({error.msg}).") from None
-            if not isinstance(row, dict):
-                raise ValueError(f"{path}, line {line_number}: a JSON object is expected.")
-            yield line_number, row
+    for line_number, line in _lines(path):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError as error:
+            raise ValueError(f"{path}, line {line_number}: not JSON ({error.msg}).") from None
+        if not isinstance(row, dict):
+            raise ValueError(f"{path}, line {line_number}: a JSON object is expected.")
+        _check_encodable(path, line_number, row)
+        yield line_number, row
+
+
+def _check_encodable(path, line, row):
+    """A `ValueError` naming the line when a string of `row` holds a lone surrogate (`\\ud800`), no character."""
+    for key, value in row.items():
+        for text in (key, *(value if isinstance(value, list) else [value])):
+            if isinstance(text, str):
+                try:
+                    text.encode("utf-8")
+                except UnicodeEncodeError:
+                    raise ValueError(f"{path}, line {line}: {key!r} holds a lone surrogate escape (\\ud800 to "
+                                     "\\udfff), which is no character.") from None
 
 
 def _table_rows(path, columns, optional=()):
@@ -150,6 +181,28 @@ def label_vocabulary(values):
     return sorted(values)
 
 
+def _class_name(path, line, value):
+    """The class a classification label names: a non-empty string, or an integer written as one.
+
+    A whole number is one class however it is written (`1`, `1.0` and `"1"` name the class `"1"`);
+    an empty or null label, a JSON boolean and a fraction are refused, one line each.
+    """
+    if value is None or (isinstance(value, str) and not value.strip()):
+        raise ValueError(f"{path}, line {line}: the label is empty ({json.dumps(value)}); every example needs "
+                         "its class.")
+    if isinstance(value, bool):
+        raise ValueError(f"{path}, line {line}: the label {json.dumps(value)} is a JSON boolean; write classes "
+                         "as strings or integers (\"1\", \"0\" or names).")
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    if isinstance(value, float):
+        raise ValueError(f"{path}, line {line}: the label {value!r} is a fraction, not a class; a number to "
+                         "predict is regression (--task regress).")
+    text = str(value)
+    whole = re.fullmatch(r"(-?\d+)\.0*", text)  # "1.0" in a TSV names the class of "1"
+    return str(int(whole.group(1))) if whole else text
+
+
 def _check_label(path, line, label, labels):
     if label not in labels:
         raise ValueError(
@@ -190,13 +243,24 @@ def read_classification(
     examples = []
     for line, example in _text_rows(path, text_column, text_pair_column, label_column):
         if label_column is not None:
-            example["label"] = str(example["label"])
+            example["label"] = _class_name(path, line, example["label"])
             if labels is not None:
                 _check_label(path, line, example["label"], labels)
         examples.append(example)
     if labels is None and label_column is not None:
         labels = label_vocabulary(example["label"] for example in examples)
     return examples, None if labels is None else list(labels)
+
+
+def _regression_label(path, line, value):
+    """`value` as a finite float; a `ValueError` for text that is no number, a boolean, NaN or infinity."""
+    try:
+        number = None if isinstance(value, bool) else float(value)
+    except (TypeError, ValueError):
+        number = None
+    if number is None or not math.isfinite(number):
+        raise ValueError(f"{path}, line {line}: the label {value!r} is not a finite number.")
+    return number
 
 
 def read_regression(path, text_column="text", text_pair_column=None, label_column="label"):
@@ -210,12 +274,7 @@ def read_regression(path, text_column="text", text_pair_column=None, label_colum
     """
     examples = []
     for line, example in _text_rows(path, text_column, text_pair_column, label_column):
-        try:
-            example["label"] = float(example["label"])
-        except (TypeError, ValueError):
-            raise ValueError(
-                f"{path}, line {line}: the label {example['label']!r} is not a number."
-            ) from None
+        example["label"] = _regression_label(path, line, example["label"])
         examples.append(example)
     return examples
 

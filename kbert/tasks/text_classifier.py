@@ -1,6 +1,7 @@
 """Sentence and sentence-pair classification and regression (GLUE) over any kbert encoder."""
 
 import keras
+import numpy as np
 from keras import ops
 
 from kbert.arguments import positive_int
@@ -26,6 +27,10 @@ def _first_token_global(backbone, inputs):
     token_ids = inputs.get("token_ids")
     if token_ids is None:
         return inputs  # `encode` names the missing input
+    if isinstance(token_ids, np.ndarray):  # NumPy stays NumPy: Keras refuses a nested argument that mixes
+        first = np.zeros(token_ids.shape, "int32")  # arrays and tensors (a loaded model's first JAX `predict`)
+        first[:, 0] = 1
+        return {**inputs, "global_attention_mask": first}
     first = ops.cast(ops.arange(ops.shape(token_ids)[1]) == 0, "int32")
     return {**inputs, "global_attention_mask": first[None, :] * ops.ones_like(token_ids)}
 

@@ -145,6 +145,15 @@ class BytePairTokenizer:
             input_signature=[tf.RaggedTensorSpec([None, None], tf.int32)],
         )
 
+    def resources(self):
+        """What a TensorFlow export of `tokenize` must track: keras-hub's lookup tables and merge cache
+        (a `MutableHashTable`), which a traced function reads but its layer, never built, does not track."""
+        tables = tf.Module()
+        tables.tables = [value for value in vars(self._tokenizer).values()
+                         if isinstance(value, tf.__internal__.tracking.Trackable)
+                         and not hasattr(value, "built")]  # the tables, not Keras layers
+        return (tables,)
+
     def get_config(self):
         """The constructor's arguments, the vocabulary and merges inline: JSON that rebuilds the tokenizer."""
         return {"vocabulary": dict(self._tokenizer.vocabulary), "merges": list(self._tokenizer.merges),

@@ -55,7 +55,8 @@ def last_token_layout(batch):
 
 def layout_for(backbone, arrays):
     """`arrays` (NumPy, packed for BERT) as `backbone` reads them: in `last_token_layout` for a
-    backbone that summarises by its last token (`summary_token_index` -1, XLNet), else unchanged.
+    backbone that summarises by its last token (`summary_token_index` -1, XLNet), with all `segment_ids`
+    0 for one with one segment (RoBERTa, DistilBERT), else unchanged.
 
     >>> class LastTokenModel:
     ...     summary_token_index = -1
@@ -63,6 +64,8 @@ def layout_for(backbone, arrays):
     ...                               "padding_mask": np.array([[1, 1, 1, 0]])})["token_ids"].tolist()
     [[0, 7, 3, 2]]
     """
+    if getattr(backbone, "num_segments", 2) < 2 and "segment_ids" in arrays:  # RoBERTa: a pair is one segment
+        arrays = {**arrays, "segment_ids": np.zeros_like(arrays["segment_ids"])}
     if getattr(backbone, "summary_token_index", 0) != -1:
         return arrays
     return {name: np.asarray(value) for name, value in last_token_layout(arrays).items()}

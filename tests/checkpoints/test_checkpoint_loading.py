@@ -76,7 +76,8 @@ def test_a_builder_name_without_one_learns_it_from_the_texts():
 def test_missing_vocabularies_and_paths(tmp_path):
     _tiny_encoder().save(tmp_path / "model.keras")
     with pytest.raises(
-        FileNotFoundError, match=r"No vocab.txt or spiece.model beside .*model.keras; pass --vocabulary"
+        FileNotFoundError,
+        match=r"No vocab.txt, spiece.model or vocab.json with merges.txt beside .*model.keras; pass --vocabulary",
     ):
         load_checkpoint(tmp_path / "model.keras")
     with pytest.raises(FileNotFoundError, match="--vocabulary file not found: .*nowhere.txt"):
@@ -91,7 +92,7 @@ def test_missing_vocabularies_and_paths(tmp_path):
 
 def test_a_hugging_face_folder_without_a_vocabulary(tmp_path):
     _hugging_face_folder(tmp_path, lowercase=True)
-    with pytest.raises(FileNotFoundError, match="No vocab.txt or spiece.model beside"):
+    with pytest.raises(FileNotFoundError, match="No vocab.txt, spiece.model or vocab.json with merges.txt beside"):
         load_checkpoint(tmp_path)
 
 

@@ -70,7 +70,7 @@ ONNX = """
 import json, sys
 import numpy as np, onnxruntime
 session = onnxruntime.InferenceSession(sys.argv[1])
-inputs = {name: np.array(value, np.int32) for name, value in json.loads(sys.argv[2]).items()}
+inputs = {name: np.array(value, np.int64) for name, value in json.loads(sys.argv[2]).items()}
 outputs = session.run(None, {i.name: inputs[i.name] for i in session.get_inputs()})
 print(json.dumps({"logits": outputs[0].tolist(), "kbert": "kbert" in sys.modules}))
 """
@@ -107,3 +107,14 @@ def test_a_format_the_backend_cannot_produce_names_the_one_that_can(saved, tmp_p
     format, backend = other[keras.backend.backend()]
     message = _error(["--model", path, "--format", format, "--output", str(tmp_path / "out")], capsys)
     assert f"produced on the {backend} backend" in message and f"--backend {backend}" in message
+
+
+@pytest.mark.skipif(keras.backend.backend() == "jax", reason="JAX produces no format: the backend is refused first")
+def test_an_output_that_is_no_new_folder_gets_one_line(tmp_path, capsys):
+    format = "onnx" if keras.backend.backend() == "torch" else "saved_model"
+    (tmp_path / "file").write_text("x")
+    for output, message in ((tmp_path / "file", "is a file"), (tmp_path / "file" / "under", "cannot be made"),
+                            ("/proc/kbert-export", "cannot be made")):
+        error = _error(["--model", str(tmp_path / "model.keras"), "--format", format, "--output", str(output)],
+                       capsys)
+        assert f"--output {output} {message}" in error

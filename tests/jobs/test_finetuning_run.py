@@ -169,6 +169,39 @@ def test_a_rerun_with_other_arguments_is_refused_unless_overwritten(checkpoint, 
                              overwrite=True, **dict(RUN, learning_rate=2e-3))
     assert metrics["learning_rate"] == 2e-3
     check_saved(tmp_path / "run", metrics, TextClassifier)
+    # The same command again: the run is complete, nothing trains, its metrics come back.
+    steps, lines = _StopAt(None), []
+    again = run_finetuning("classify", checkpoint, train, validation, output=str(tmp_path / "run"),
+                           callbacks=[steps], **dict(RUN, learning_rate=2e-3, log=lines.append))
+    assert steps.steps == 0 and "complete: nothing to do" in lines[-1]
+    assert again == json.loads((tmp_path / "run" / "metrics.json").read_text())
+
+
+@pytest.mark.backend_independent
+def test_a_run_folder_and_a_hugging_face_bpe_folder_are_checkpoints(checkpoint, tmp_path):
+    """`--checkpoint RUN_FOLDER` takes the run's model.keras; a RoBERTa folder (vocab.json, merges.txt) fine-tunes."""
+    from kbert.text import BytePairTokenizer, learn_byte_pair_vocabulary
+
+    folder = tmp_path / "run"
+    folder.mkdir()
+    shutil.copy(checkpoint, folder / "model.keras")
+    shutil.copy(os.path.join(os.path.dirname(checkpoint), "vocab.txt"), folder)
+    backbone, tokenizer = load_checkpoint(str(folder))
+    expected, _ = load_checkpoint(checkpoint)
+    assert backbone.get_config() == expected.get_config()
+    transformers = pytest.importorskip("transformers")
+    texts = ["bob is in paris. alice is in france. the good film was great."] * 30
+    learn_byte_pair_vocabulary(texts, 300, str(tmp_path / "roberta"))
+    size = len(json.loads((tmp_path / "roberta" / "vocab.json").read_text()))
+    config = transformers.RobertaConfig(vocab_size=size, hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
+                                        intermediate_size=32, max_position_embeddings=40, type_vocab_size=1)
+    transformers.RobertaModel(config).save_pretrained(str(tmp_path / "roberta"))
+    backbone, tokenizer = load_checkpoint(str(tmp_path / "roberta"))
+    assert isinstance(tokenizer, BytePairTokenizer) and tokenizer.vocabulary_size == size
+    train, validation = write_task_files("classify", tmp_path)  # packed <s> A </s> B </s>, as RoBERTa reads
+    metrics = run_finetuning("classify", str(tmp_path / "roberta"), train, validation,
+                             output=str(tmp_path / "finetuned"), **RUN)
+    check_saved(tmp_path / "finetuned", metrics, TextClassifier)
 
 
 def test_a_run_too_long_for_the_model_stops_before_training(checkpoint, tmp_path):

@@ -223,7 +223,7 @@ def test_a_hugging_face_generator_writes_text(kind, tmp_path, capsys):
 
 
 @pytest.mark.parametrize("arguments,message", [
-    (["--text", ""], "text 0 is empty"),
+    (["--text", " "], "--text is empty"),
     (["--text", "bob", "--input", "x.jsonl"], "--text or --input"),
     (["--input", "BAD"], "line 2: not JSON"),
     (["--text", "bob", "--top-k", "0"], "--top-k must be at least 1"),
@@ -246,11 +246,75 @@ def test_a_question_answering_model_needs_a_question_and_a_context(tmp_path, cap
     message = _error(["--model", str(tmp_path / "qa.keras"), "--question", "where is bob?"], capsys)
     assert "--question needs a context" in message
     (tmp_path / "in.jsonl").write_text(json.dumps({"text": " ", "question": "where is bob?"}) + "\n")
-    assert "context 0 is empty" in _error(["--model", str(tmp_path / "qa.keras"), "--input",
-                                           str(tmp_path / "in.jsonl")], capsys)
+    assert 'in.jsonl, line 1: the "text" is empty' in _error(["--model", str(tmp_path / "qa.keras"), "--input",
+                                                              str(tmp_path / "in.jsonl")], capsys)
 
 
 def test_a_model_with_no_preprocessor_and_no_vocabulary_beside_it(tmp_path, capsys):
     TextClassifier(_encoder(), 2).save(str(tmp_path / "model.keras"))
     message = _error(["--model", str(tmp_path / "model.keras"), "--text", "bob is in paris."], capsys)
     assert "has no preprocessor inside" in message and "no vocab.txt" in message
+
+
+@pytest.fixture(scope="module")
+def saved_models(tmp_path_factory):
+    """A classifier and a question-answering model saved with their preprocessors: their paths."""
+    folder = tmp_path_factory.mktemp("models")
+    write_vocabulary(folder)
+    models = _models(WordPieceTokenizer(str(folder / "vocab.txt")))
+    for name in ("pairs", "qa"):
+        models[name][0].save(str(folder / f"{name}.keras"))
+    return {name: str(folder / f"{name}.keras") for name in ("pairs", "qa")}
+
+
+@pytest.mark.backend_independent
+@pytest.mark.parametrize("line,message", [
+    ('{"text": " "}', 'line 2: the "text" is empty'),
+    ('{"text": "bob", "question": "who?"}', 'line 2: "question" is for question answering; the model is a '
+                                            'TextClassifier'),
+    ('{"text": "\\ud800 bob"}', "line 2: 'text' holds a lone surrogate"),
+    (b'{"text": "caf\xe9"}', "line 2: bytes that are not UTF-8"),
+])
+def test_input_errors_name_the_file_and_the_line(line, message, saved_models, tmp_path, capsys):
+    path = tmp_path / "in.jsonl"
+    path.write_bytes(b'{"text": "bob is here."}\n' + (line if isinstance(line, bytes) else line.encode()) + b"\n")
+    assert f"{path}, {message}" in _error(["--model", saved_models["pairs"], "--input", str(path)], capsys)
+
+
+@pytest.mark.backend_independent
+def test_options_that_do_not_apply_and_bad_paths_are_refused(saved_models, tmp_path, capsys):
+    path = tmp_path / "qa.jsonl"
+    path.write_text('{"text": "bob is here.", "question": "who?"}\n{"text": "bob is here."}\n')
+    assert f"{path}, line 2: This model is a question-answering model" in _error(
+        ["--model", saved_models["qa"], "--input", str(path)], capsys)
+    assert "--question is for question answering; the model is a TextClassifier" in _error(
+        ["--model", saved_models["pairs"], "--text", "bob", "--question", "who?"], capsys)
+    assert "--text-pair is for a sentence-pair classifier; the model is a SpanQuestionAnswering" in _error(
+        ["--model", saved_models["qa"], "--text", "bob", "--question", "who?", "--text-pair", "x"], capsys)
+    assert f"{tmp_path!s}' is a folder" in _error(["--model", saved_models["pairs"], "--input", str(tmp_path)],
+                                                  capsys)
+    corrupt = tmp_path / "corrupt.keras"
+    corrupt.write_bytes(b"not a zip")
+    assert f"{corrupt} is not a .keras file" in _error(["--model", str(corrupt), "--text", "bob"], capsys)
+
+
+@pytest.mark.parametrize("name", ["StructBertPretrainer", "SpanBertPretrainer", "ElectraPretrainer",
+                                  "XLNetPretrainer"])
+def test_a_pretraining_runs_model_gives_the_top_tokens_for_each_mask(name, tmp_path, capsys):
+    from trainable_models import MODELS
+
+    from kbert.jobs.language_model_objectives import masked_inputs, masked_lm_logits, permutation_lm_logits
+
+    model, _ = MODELS[name]()
+    write_vocabulary(tmp_path)
+    tokenizer = WordPieceTokenizer(str(tmp_path / "vocab.txt"))
+    model.preprocessor = TextPreprocessor(tokenizer, 16)
+    model.save(str(tmp_path / "model.keras"))
+    (result,) = _predict(["--model", str(tmp_path), "--text", "bob is in [MASK] .", "--top-k", "2"], capsys)
+    ids = tokenizer(["bob is in"])[0]
+    x = masked_inputs(tokenizer, ids, tokenizer(["."])[0], 16)  # what the run's demo asks
+    logits = (permutation_lm_logits if name == "XLNetPretrainer" else masked_lm_logits)(model, x)
+    scores = np.exp(logits - logits.max()) / np.exp(logits - logits.max()).sum()
+    best = np.argsort(-scores[: tokenizer.vocabulary_size], kind="stable")[:2]
+    assert [p["token"] for p in result["predictions"][0]] == [tokenizer.id_to_token(int(i)) for i in best]
+    np.testing.assert_allclose([p["score"] for p in result["predictions"][0]], scores[best], atol=1e-6)

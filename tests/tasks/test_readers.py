@@ -29,6 +29,11 @@ def error_at(path, line):
     return rf"^{re.escape(str(path))}, line {line}: [^\n]+$"
 
 
+def error_saying(path, line, words):
+    """As `error_at`, for a message that says `words` (a regex)."""
+    return rf"^{re.escape(str(path))}, line {line}: [^\n]*{words}[^\n]*$"
+
+
 def test_glue_tsv_without_quoting(tmp_path):
     # SST-2: quotes are text, not CSV quoting (BERT reads GLUE with quotechar=None).
     path = write(tmp_path, "train.tsv", 'sentence\tlabel\n"a " film\t1\nit \'s dull\t0\n\n')
@@ -111,7 +116,32 @@ def test_regression(tmp_path):
     bad = write(tmp_path, "bad.tsv", "text\tlabel\na\t1.5\nb\thigh\n")
     with pytest.raises(ValueError, match=error_at(bad, 3)) as error:
         read_regression(bad)
-    assert "'high' is not a number" in str(error.value)
+    assert "'high' is not a finite number" in str(error.value)
+    for label in ("NaN", "Infinity", "true", "null"):  # JSON's NaN and a boolean are no scores
+        bad = write(tmp_path, "bad.jsonl", f'{{"text": "a", "label": 1}}\n{{"text": "b", "label": {label}}}\n')
+        with pytest.raises(ValueError, match=error_saying(bad, 2, "is not a finite number")):
+            read_regression(bad)
+    nan = write(tmp_path, "nan.tsv", "text\tlabel\na\tnan\n")
+    with pytest.raises(ValueError, match=error_at(nan, 2)):
+        read_regression(nan)
+
+
+def test_classification_labels_one_scheme(tmp_path):
+    """A whole number is one class however it is written; empty, null, boolean and fraction labels are refused."""
+    path = write(tmp_path, "train.jsonl", '{"text": "a", "label": 1}\n{"text": "b", "label": 1.0}\n'
+                 '{"text": "c", "label": "1"}\n{"text": "d", "label": 0}\n')
+    examples, labels = read_classification(path)
+    assert labels == ["0", "1"] and [e["label"] for e in examples] == ["1", "1", "1", "0"]
+    tsv = write(tmp_path, "train.tsv", "text\tlabel\na\t1.0\nb\t2\n")
+    assert read_classification(tsv)[1] == ["1", "2"]
+    for label, problem in (("null", "is empty"), ('""', "is empty"), ('" "', "is empty"),
+                           ("true", "JSON boolean"), ("0.5", "is a fraction")):
+        bad = write(tmp_path, "bad.jsonl", f'{{"text": "a", "label": 1}}\n{{"text": "b", "label": {label}}}\n')
+        with pytest.raises(ValueError, match=error_saying(bad, 2, problem)):
+            read_classification(bad)
+    empty = write(tmp_path, "empty.tsv", "text\tlabel\na\t\n")
+    with pytest.raises(ValueError, match=error_saying(empty, 2, "is empty")):
+        read_classification(empty)
 
 
 def test_table_errors(tmp_path):
