@@ -46,6 +46,7 @@ import json
 import os
 import random
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -177,6 +178,7 @@ def build_classifier(args, texts, folder):
     output = os.path.join(folder, "classifier")
     model.save_pretrained(output)
     transformers.BertTokenizerFast(vocabulary, do_lower_case=True).save_pretrained(output)
+    shutil.copy(vocabulary, os.path.join(output, "vocab.txt"))  # kbert reads vocab.txt
     return output
 
 

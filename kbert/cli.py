@@ -4,6 +4,7 @@
     kbert finetune [--task classify --checkpoint PATH --train FILE --validation FILE] ...
     kbert tour [--model bert_base] [--sentence TEXT]
     kbert predict --model PATH (--text TEXT [--text-pair TEXT] [--question Q] | --input FILE.jsonl) [--top-k K]
+        [--batch-size 32]
     kbert export --model PATH --format saved_model|onnx --output DIR
 
 `pretrain` is the main job (see `kbert.jobs.pretraining_run`): with no
@@ -106,6 +107,8 @@ def _predict_parser(commands):
                                          "question or choices)")
     predict.add_argument("--top-k", type=int, default=5, help="fill-mask: tokens per mask (default 5)")
     predict.add_argument("--max-new-tokens", type=int, default=32, help="generation: new tokens (default 32)")
+    predict.add_argument("--batch-size", type=int, default=32,
+                         help="texts per model call, batched by length (default 32)")
     predict.add_argument("--backend", choices=BACKENDS, help="Keras backend for this run")
 
 
@@ -261,7 +264,7 @@ def _finetune(args):
 
 def _predict(args):
     """`kbert predict`: the inputs from --text (and --text-pair, --question) or from --input."""
-    from kbert.jobs.predict_run import read_inputs, run_predict
+    from kbert.jobs.predict_run import run_predict
 
     if args.question is not None and args.text is None and args.input is None:
         raise ValueError("--question needs a context: give the passage to answer from as --text.")
@@ -270,7 +273,7 @@ def _predict(args):
     if args.input is not None:
         if args.text_pair or args.question:
             raise ValueError("--text-pair and --question go with --text; put them in the --input lines.")
-        inputs = read_inputs(args.input)
+        inputs = args.input
     else:
         inputs = [{"text": args.text, "text_pair": args.text_pair, "question": args.question}]
-    run_predict(args.model, inputs, top_k=args.top_k, max_new_tokens=args.max_new_tokens)
+    run_predict(args.model, inputs, top_k=args.top_k, max_new_tokens=args.max_new_tokens, batch_size=args.batch_size)
