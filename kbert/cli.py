@@ -129,6 +129,10 @@ def _finetune_parser(commands):
     finetune.add_argument("--learning-rate", type=float,
                           help="default 5e-5 (BERT's); 5e-4 for the BBC News demo's small model")
     finetune.add_argument("--sequence-length", type=int, default=128)
+    finetune.add_argument("--buckets", choices=("on", "off"), default="on",
+                          help="on: batch texts of similar length, each batch padded to the smallest of a few "
+                               "lengths (16, 32, 64, ... up to --sequence-length); off: pad every batch to "
+                               "--sequence-length")
     finetune.add_argument("--seed", type=int, default=0)
     finetune.add_argument("--features", choices=FEATURES, default="sequence_output",
                           help="sequence_output: fine-tune the whole encoder; scalar_mix (ELMo), "
@@ -245,7 +249,7 @@ def _finetune(args):
     from kbert.jobs import finetuning_run
 
     options = dict(epochs=args.epochs, batch_size=args.batch_size, sequence_length=args.sequence_length,
-                   seed=args.seed, features=args.features, **_resume_options(args))
+                   seed=args.seed, features=args.features, buckets=args.buckets == "on", **_resume_options(args))
     if args.learning_rate is not None:
         options["learning_rate"] = args.learning_rate
     data = {"--task": args.task, "--checkpoint": args.checkpoint, "--train": args.train,

@@ -39,6 +39,16 @@ def bucket_length(longest, buckets):
     return int(longest)
 
 
+def row_lengths(padding_mask):
+    """Real tokens of each row (of each example, the longest of its choices for `(batch, choices, L)`).
+
+    >>> row_lengths(np.array([[1, 1, 0], [1, 0, 0]])).tolist()
+    [2, 1]
+    """
+    lengths = np.asarray(padding_mask).sum(axis=-1)
+    return lengths.reshape(len(lengths), -1).max(axis=-1)
+
+
 def length_batches(lengths, batch_size):
     """Row indices in batches of `batch_size`, the rows sorted by length (ties in input order).
 
@@ -51,17 +61,23 @@ def length_batches(lengths, batch_size):
     return [order[start : start + int(batch_size)] for start in range(0, len(order), int(batch_size))]
 
 
-def model_bucket_lengths(backbone, sequence_length):
+def model_bucket_lengths(backbone, sequence_length, traced=False):
     """`bucket_lengths(sequence_length)` for `backbone`, or `[sequence_length]` where a shorter batch
     would change its results: sparse attention planned per length (BigBird) past the length it attends
     in full. Longformer rounds to its window inside the layer, and its results do not depend on padding.
+
+    `traced`: for batches of a `tf.data` pipeline, which TensorFlow traces at an unknown length:
+    sparse attention (BigBird, Longformer) needs its length static, and keeps `[sequence_length]`.
 
     >>> class Dense:
     ...     attention = "dense"
     >>> model_bucket_lengths(Dense(), 64)
     [16, 32, 64]
     """
-    if getattr(backbone, "attention", "dense") != "bigbird":
+    attention = getattr(backbone, "attention", "dense")
+    if traced and attention != "dense":
+        return [int(sequence_length)]
+    if attention != "bigbird":
         return bucket_lengths(sequence_length)
     full = [layer.full_attention_length for layer in backbone._flatten_layers(include_self=False)
             if hasattr(layer, "full_attention_length")]

@@ -13,22 +13,12 @@ import weakref
 
 import numpy as np
 
-from kbert.text.length_buckets import bucket_length, length_batches, model_bucket_lengths
+from kbert.text.length_buckets import bucket_length, length_batches, model_bucket_lengths, row_lengths
 
 # Each model's predict functions, by bucket length.
 _BUCKET_FUNCTIONS = weakref.WeakKeyDictionary()
 # The inputs that have a token axis (their last), as the padding mask does.
 SEQUENCE_INPUTS = ("token_ids", "segment_ids", "padding_mask", "question_mask", "global_attention_mask")
-
-
-def row_lengths(padding_mask):
-    """Real tokens of each row (of each example, the longest of its choices for `(batch, choices, L)`).
-
-    >>> row_lengths(np.array([[1, 1, 0], [1, 0, 0]])).tolist()
-    [2, 1]
-    """
-    lengths = np.asarray(padding_mask).sum(axis=-1)
-    return lengths.reshape(len(lengths), -1).max(axis=-1)
 
 
 def _cut(value, length, left):
