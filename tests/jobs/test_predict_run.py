@@ -241,17 +241,53 @@ def test_a_hugging_face_generator_writes_text(kind, tmp_path, capsys):
 @pytest.mark.parametrize("arguments,message", [
     (["--text", ""], "text 0 is empty"),
     (["--text", "bob", "--input", "x.jsonl"], "--text or --input"),
-    (["--input", "BAD"], "line 2: not JSON"),
+    (["--input", "BAD"], "bad.jsonl, line 2: not JSON"),
+    (["--input", "EMPTY"], "empty.jsonl holds no inputs (the file is empty, or blank lines only)"),
+    (["--input", "LATE", "--batch-size", "1"], "late.jsonl, line 4: text 0 is empty"),
+    (["--input", "BAD", "--batch-size", "0"], "--batch-size must be at least 1; received 0"),
     (["--text", "bob", "--top-k", "0"], "--top-k must be at least 1"),
 ])
 def test_bad_input_gets_one_line(arguments, message, tmp_path, capsys):
     write_vocabulary(tmp_path)
     TextClassifier(_encoder(), 2, preprocessor=TextPreprocessor(
         WordPieceTokenizer(str(tmp_path / "vocab.txt")), 16)).save(str(tmp_path / "model.keras"))
-    bad = tmp_path / "bad.jsonl"
-    bad.write_text('{"text": "bob"}\n{"text": bob}\n')
-    arguments = [str(bad) if a == "BAD" else a for a in arguments]
+    files = {"BAD": '{"text": "bob"}\n{"text": bob}\n', "EMPTY": "\n \n",
+             "LATE": '{"text": "bob"}\n{"text": "bob is"}\n\n{"text": " "}\n'}
+    for name, text in files.items():
+        (tmp_path / f"{name.lower()}.jsonl").write_text(text)
+    arguments = [str(tmp_path / f"{a.lower()}.jsonl") if a in files else a for a in arguments]
     assert message in _error(["--model", str(tmp_path / "model.keras"), *arguments], capsys)
+
+
+def test_input_in_chunks_comes_out_in_input_order(tmp_path, capsys, monkeypatch):
+    """Texts of mixed lengths, single and paired, in chunks of 2 batches of 2 (sorted by length inside each):
+    one line per input, in input order, each its text's own `classify`; a progress bar counts the chunks."""
+    from kbert.jobs import predict_run
+
+    monkeypatch.setattr(predict_run, "CHUNK_BATCHES", 2)
+    write_vocabulary(tmp_path)
+    model = TextClassifier(_encoder(), 2, preprocessor=TextPreprocessor(
+        WordPieceTokenizer(str(tmp_path / "vocab.txt")), 16, labels=["no", "yes"]))
+    model.save(str(tmp_path / "model.keras"))
+    records = [{"text": "bob is in paris. " * n} for n in (3, 1, 2, 1, 3)]
+    records.insert(2, {"text": "bob", "text_pair": "where is bob?"})
+    (tmp_path / "in.jsonl").write_text("\n".join(json.dumps(record) for record in records) + "\n\n")
+    results = _predict(["--model", str(tmp_path / "model.keras"), "--input", str(tmp_path / "in.jsonl"),
+                        "--batch-size", "2"], capsys)
+    assert len(results) == len(records)
+    for result, record in zip(results, records):
+        _assert_same(result, json.loads(json.dumps(model.classify(record["text"], record.get("text_pair")))))
+
+    class Progress:
+        seen = []
+
+        def update(self, done):
+            self.seen.append(done)
+
+    lines = []
+    predict_run.run_predict(str(tmp_path / "model.keras"), str(tmp_path / "in.jsonl"), write=lines.append,
+                            batch_size=2, progress=Progress())
+    assert Progress.seen == [4, 6] and len(lines) == 6
 
 
 def test_a_question_answering_model_needs_a_question_and_a_context(tmp_path, capsys):
