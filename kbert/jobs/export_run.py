@@ -4,7 +4,10 @@
   takes a batch of strings (`texts`), tokenizes and packs them in the graph
   (tensorflow-text ops: load it with `import tensorflow_text` beside
   `tf.saved_model.load`, no kbert needed) and returns the model's `logits`.
-  Classifiers and taggers, whose inputs are one text.
+  Classifiers and taggers, whose inputs are one text. A batch runs at the
+  smallest length bucket that holds its longest text (one branch of static
+  shape per bucket, `kbert.text.length_buckets`); a tagger's logits are
+  padded back to the sequence length with zeros.
 - `onnx` (PyTorch backend): the token-level classifier or tagger, `token_ids`,
   `segment_ids` and `padding_mask` in, with dynamic batch and length axes,
   through Keras' exporter (`model.export(format="onnx")`, PyTorch's ONNX
@@ -19,6 +22,7 @@ import keras
 
 from kbert.jobs.predict_run import load_predictor
 from kbert.tasks import TextClassifier, TokenClassifier
+from kbert.text.length_buckets import model_bucket_lengths
 
 # The backend that can produce each format.
 FORMATS = {"saved_model": "tensorflow", "onnx": "torch"}
@@ -46,11 +50,22 @@ def export_saved_model(model, output):
                          f"{type(model).__name__}.")
     preprocessor = model.text_preprocessor("export")
     packer = preprocessor.packer()
+    length = packer.sequence_length
+    buckets = model_bucket_lengths(model.backbone, length)
+
+    def at_length(inputs, size):  # the model on rows cut to `size` tokens; a tagger's logits padded back
+        logits = model({name: value[:, :size] for name, value in inputs.items()}, training=False)
+        return logits if len(logits.shape) == 2 else tf.pad(logits, [[0, 0], [0, length - size], [0, 0]])
 
     def serve(texts):
         inputs = packer(preprocessor.tokenizer.tokenize(texts))  # rows of sequence_length, said statically
-        inputs = {name: tf.ensure_shape(value, [None, packer.sequence_length]) for name, value in inputs.items()}
-        return {"logits": model(inputs, training=False)}
+        inputs = {name: tf.ensure_shape(value, [None, length]) for name, value in inputs.items()}
+        if len(buckets) == 1:
+            return {"logits": model(inputs, training=False)}
+        longest = tf.reduce_max(tf.reduce_sum(inputs["padding_mask"], axis=1))
+        index = tf.searchsorted(tf.constant(buckets, tf.int32), tf.reshape(longest, [1]))[0]
+        branches = [lambda size=size: at_length(inputs, size) for size in buckets]
+        return {"logits": tf.switch_case(tf.minimum(index, len(buckets) - 1), branches)}
 
     # The endpoint brings its variables; tracking the model would also save its default signature,
     # traced at any length, which sparse attention (BigBird) cannot take.
