@@ -90,7 +90,8 @@ def index_batches(count, batch_size, training=False, seed=None, pad_final_batch=
 
     >>> [b.tolist() for b in index_batches(5, 2, pad_final_batch=True).as_numpy_iterator()]
     [[0, 1], [2, 3], [4, -1]]
-    >>> [sorted(b.tolist()) for b in index_batches(4, 2, True, seed=0, lengths=[9, 1, 8, 2])]
+    >>> batches = index_batches(4, 2, True, seed=0, lengths=[9, 1, 8, 2]).as_numpy_iterator()
+    >>> sorted(sorted(batch.tolist()) for batch in batches)  # the long texts together, the short ones too
     [[0, 2], [1, 3]]
     """
     if int(batch_size) < 1:
