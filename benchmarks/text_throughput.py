@@ -154,9 +154,7 @@ def _vocabulary(args, checkpoint, texts, folder):
     for path in (args.vocab, checkpoint and os.path.join(checkpoint, "vocab.txt")):
         if path and os.path.isfile(path):
             return path
-    from transformers.models.bert.tokenization_bert import BasicTokenizer
-
-    words = sorted({w for text in texts for w in BasicTokenizer(do_lower_case=True).tokenize(text)})
+    words = sorted({word for text in texts for word in re.findall(r"\w+|[^\w\s]", text.lower())})
     characters = sorted({c for word in words for c in word})
     tokens = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *characters, *(f"##{c}" for c in characters), *words]
     path = os.path.join(folder, "built_vocab.txt")
