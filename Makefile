@@ -38,4 +38,5 @@ benchmark: setup
 		done; \
 	done
 	$(PY) benchmarks/generation.py
+	$(PY) benchmarks/text_throughput.py
 	KERAS_BACKEND=$(BACKEND) $(PY) benchmarks/pretraining_pipeline.py

@@ -4,6 +4,7 @@
     kbert finetune [--task classify --checkpoint PATH --train FILE --validation FILE] ...
     kbert tour [--model bert_base] [--sentence TEXT]
     kbert predict --model PATH (--text TEXT [--text-pair TEXT] [--question Q] | --input FILE.jsonl) [--top-k K]
+        [--batch-size 32]
     kbert export --model PATH --format saved_model|onnx|huggingface --output DIR
 
 `pretrain` is the main job (see `kbert.jobs.pretraining_run`): with no
@@ -107,6 +108,8 @@ def _predict_parser(commands):
                                          "question or choices)")
     predict.add_argument("--top-k", type=int, default=5, help="fill-mask: tokens per mask (default 5)")
     predict.add_argument("--max-new-tokens", type=int, default=32, help="generation: new tokens (default 32)")
+    predict.add_argument("--batch-size", type=int, default=32,
+                         help="texts per model call, batched by length (default 32)")
     predict.add_argument("--backend", choices=BACKENDS, help="Keras backend for this run")
 
 
@@ -127,6 +130,10 @@ def _finetune_parser(commands):
     finetune.add_argument("--learning-rate", type=float,
                           help="default 5e-5 (BERT's); 5e-4 for the BBC News demo's small model")
     finetune.add_argument("--sequence-length", type=int, default=128)
+    finetune.add_argument("--buckets", choices=("on", "off"), default="on",
+                          help="on: batch texts of similar length, each batch padded to the smallest of a few "
+                               "lengths (16, 32, 64, ... up to --sequence-length); off: pad every batch to "
+                               "--sequence-length")
     finetune.add_argument("--seed", type=int, default=0)
     finetune.add_argument("--features", choices=FEATURES, default="sequence_output",
                           help="sequence_output: fine-tune the whole encoder; scalar_mix (ELMo), "
@@ -243,7 +250,7 @@ def _finetune(args):
     from kbert.jobs import finetuning_run
 
     options = dict(epochs=args.epochs, batch_size=args.batch_size, sequence_length=args.sequence_length,
-                   seed=args.seed, features=args.features, **_resume_options(args))
+                   seed=args.seed, features=args.features, buckets=args.buckets == "on", **_resume_options(args))
     if args.learning_rate is not None:
         options["learning_rate"] = args.learning_rate
     data = {"--task": args.task, "--checkpoint": args.checkpoint, "--train": args.train,
@@ -262,19 +269,18 @@ def _finetune(args):
 
 def _predict(args):
     """`kbert predict`: the inputs from --text (and --text-pair, --question) or from --input."""
-    from kbert.jobs.predict_run import read_inputs, run_predict
+    from kbert.jobs.predict_run import run_predict
 
     if args.question is not None and args.text is None and args.input is None:
         raise ValueError("--question needs a context: give the passage to answer from as --text.")
     if (args.text is None) == (args.input is None):
         raise ValueError("predict needs --text or --input (one of them).")
-    places = None
     if args.input is not None:
         if args.text_pair or args.question:
             raise ValueError("--text-pair and --question go with --text; put them in the --input lines.")
-        inputs, places = read_inputs(args.input)
+        inputs = args.input
     elif not args.text.strip():
         raise ValueError("--text is empty.")
     else:
         inputs = [{"text": args.text, "text_pair": args.text_pair, "question": args.question}]
-    run_predict(args.model, inputs, top_k=args.top_k, max_new_tokens=args.max_new_tokens, places=places)
+    run_predict(args.model, inputs, top_k=args.top_k, max_new_tokens=args.max_new_tokens, batch_size=args.batch_size)

@@ -44,12 +44,12 @@ def test_finetune_runs_with_the_options_given(tmp_path, capsys):
     output = tmp_path / "run"
     assert cli.main(["finetune", "--task", "classify", "--checkpoint", write_checkpoint(tmp_path),
                      "--train", train, "--validation", validation, "--epochs", "1", "--batch-size", "4",
-                     "--learning-rate", "0.002", "--sequence-length", "24", "--seed", "3",
+                     "--learning-rate", "0.002", "--sequence-length", "24", "--seed", "3", "--buckets", "off",
                      "--output", str(output)]) == 0
     with open(output / "metrics.json") as f:
         metrics = json.load(f)
-    assert (metrics["epochs"], metrics["batch_size"], metrics["learning_rate"], metrics["sequence_length"]) == (
-        1, 4, 0.002, 24)
+    assert (metrics["epochs"], metrics["batch_size"], metrics["learning_rate"], metrics["sequence_length"],
+            metrics["buckets"]) == (1, 4, 0.002, 24, False)
     assert all(0 <= metrics[name] <= 1 for name in ("accuracy", "f1")) and -1 <= metrics["matthews_correlation"] <= 1
     rows = check_saved(output, metrics, TextClassifier)
     assert [row["label"] for row in rows] == ["pos", "neg", "pos", "neg"]

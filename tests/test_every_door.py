@@ -381,12 +381,15 @@ def _finetune(family, task, capsys, checkpoints, tmp_path, **_):
     assert sorted(os.listdir(tmp_path / "run")) == ["metrics.json", "model.keras", "predictions.jsonl", "run.json"]
 
 
-def _predict(family, capsys, text_models, **_):
+def _predict(family, capsys, text_models, tmp_path, **_):
     model, path = text_models(family)
-    result = json.loads(_run(["predict", "--model", path, "--text", SENTENCE], capsys).strip())
-    expected = model.classify(SENTENCE)
-    assert result["label"] == expected["label"] and set(result["scores"]) == {"no", "yes"}
-    np.testing.assert_allclose(result["score"], expected["score"], atol=1e-6)
+    texts = [SENTENCE, SENTENCE.split()[0]]  # --input: batched by length, written in input order
+    (tmp_path / "in.jsonl").write_text("".join(json.dumps({"text": text}) + "\n" for text in texts))
+    printed = _run(["predict", "--model", path, "--input", str(tmp_path / "in.jsonl"), "--batch-size", "2"], capsys)
+    for line, text in zip(printed.strip().splitlines(), texts, strict=True):
+        result, expected = json.loads(line), model.classify(text)
+        assert result["label"] == expected["label"] and set(result["scores"]) == {"no", "yes"}
+        np.testing.assert_allclose(result["score"], expected["score"], atol=1e-6)
 
 
 def _exported_logits(format, output, inputs, texts):

@@ -10,6 +10,9 @@
 - `onnx` (PyTorch backend): the token-level classifier or tagger, int64
   `token_ids`, `segment_ids` and `padding_mask` in (RoBERTa and DistilBERT
   take no `segment_ids`), with dynamic batch and length axes, `logits` out,
+  A batch runs at the smallest length bucket that holds its longest text
+  (one branch of static shape per bucket, `kbert.text.length_buckets`); a
+  tagger's logits are padded back to the sequence length with zeros.
   through Keras' exporter (`model.export(format="onnx")`, PyTorch's ONNX
   exporter underneath). The ids are in the model's own layout, which the
   model's `layout` metadata states: BERT's `[CLS] A [SEP] B [SEP]` padded on
@@ -34,6 +37,7 @@ from kbert.checkpoints.huggingface_export import to_huggingface
 from kbert.jobs.extras import EXPORT_PACKAGES, require_packages
 from kbert.jobs.predict_run import load_predictor
 from kbert.tasks import TextClassifier, TokenClassifier
+from kbert.text.length_buckets import model_bucket_lengths
 
 # The backend that can produce each format.
 FORMATS = {"saved_model": "tensorflow", "onnx": "torch", "huggingface": None}
@@ -82,17 +86,33 @@ def _saved_model_endpoints(model, preprocessor):
     from kbert.text.last_token_layout import last_token_layout
 
     packer = preprocessor.packer()
+    length = packer.sequence_length
+    buckets = model_bucket_lengths(model.backbone, length)
     last_token = getattr(model.backbone, "summary_token_index", 0) == -1
     one_segment = getattr(model.backbone, "num_segments", 2) < 2
+
+    def at_length(inputs, size):  # rows cut to `size` tokens on their padded side; a tagger's logits padded back
+        logits = model({name: value[:, length - size:] if last_token else value[:, :size]
+                        for name, value in inputs.items()}, training=False)
+        padding = [length - size, 0] if last_token else [0, length - size]
+        return logits if len(logits.shape) == 2 else tf.pad(logits, [[0, 0], padding, [0, 0]])
+
+    def by_bucket(inputs):  # one branch of static shape per bucket: the smallest that holds the longest row
+        if len(buckets) == 1:
+            return model(inputs, training=False)
+        longest = tf.reduce_max(tf.reduce_sum(inputs["padding_mask"], axis=1))
+        index = tf.searchsorted(tf.constant(buckets, tf.int32), tf.reshape(longest, [1]))[0]
+        branches = [lambda size=size: at_length(inputs, size) for size in buckets]
+        return tf.switch_case(tf.minimum(index, len(buckets) - 1), branches)
 
     def logits(first, second=None):
         second = None if second is None else preprocessor.tokenizer.tokenize(second)
         inputs = packer(preprocessor.tokenizer.tokenize(first), second)  # rows of sequence_length
-        inputs = {name: tf.ensure_shape(value, [None, packer.sequence_length]) for name, value in inputs.items()}
+        inputs = {name: tf.ensure_shape(value, [None, length]) for name, value in inputs.items()}
         inputs = last_token_layout(inputs) if last_token else inputs
         if one_segment:  # RoBERTa, DistilBERT: both texts in segment 0
             inputs["segment_ids"] = tf.zeros_like(inputs["segment_ids"])
-        return {"logits": model(inputs, training=False)}
+        return {"logits": by_bucket(inputs)}
 
     strings = [tf.TensorSpec([None], tf.string, name="texts")]
     endpoints = {"serve": (logits, strings)}

@@ -28,6 +28,7 @@ from kbert.tasks.span_question_answering import SpanQuestionAnswering
 from kbert.jobs.task_examples import TaskExamples
 from kbert.tasks.text_classifier import TextClassifier
 from kbert.tasks.token_classifier import TokenClassifier
+from kbert.training.length_bucketed_prediction import predict_by_length
 
 
 def read(task, path, train=None):
@@ -67,9 +68,19 @@ def _inputs(x, y):
     return x
 
 
-def _predict(model, dataset, count):
-    """The model's outputs on the first `count` rows of `dataset` (which pads its last batch)."""
-    outputs = model.predict(for_backbone(model.backbone, dataset).map(_inputs), verbose=0)
+def _predict(model, dataset, count, buckets=False, sequence_outputs=()):
+    """The model's outputs on the first `count` rows of `dataset` (which pads its last batch).
+
+    `buckets`: the rows are predicted sorted by length, each batch cut to its length bucket
+    (`kbert.training.predict_by_length`; `sequence_outputs` names the outputs with a token axis).
+    """
+    inputs = for_backbone(model.backbone, dataset).map(_inputs)
+    if buckets:
+        batches = list(inputs.as_numpy_iterator())
+        arrays = {name: np.concatenate([batch[name] for batch in batches])[:count] for name in batches[0]}
+        outputs = predict_by_length(model, arrays, int(len(batches[0]["padding_mask"])), sequence_outputs)
+    else:
+        outputs = model.predict(inputs, verbose=0)
     outputs = outputs if isinstance(outputs, dict) else {"logits": outputs}
     return {name: np.asarray(value)[:count] for name, value in outputs.items()}
 
@@ -115,8 +126,9 @@ def _text_dataset(data, **options):
     return _builder_dataset("text_classification_dataset", data, **options)
 
 
-def _classification_scores(model, data, **options):
-    logits = _predict(model, _text_dataset(data, pad_final_batch=True, **options), len(data.examples))["logits"]
+def _classification_scores(model, data, buckets=False, **options):
+    logits = _predict(model, _text_dataset(data, pad_final_batch=True, **options), len(data.examples),
+                      buckets)["logits"]
     predicted = logits.argmax(-1)
     gold = np.array([data.labels.index(example["label"]) for example in data.examples])
     names = ("accuracy", "f1", "matthews_correlation") if len(data.labels) == 2 else (
@@ -126,8 +138,9 @@ def _classification_scores(model, data, **options):
     return metrics.glue_scores(gold, predicted, names), rows
 
 
-def _regression_scores(model, data, **options):
-    logits = _predict(model, _text_dataset(data, pad_final_batch=True, **options), len(data.examples))["logits"]
+def _regression_scores(model, data, buckets=False, **options):
+    logits = _predict(model, _text_dataset(data, pad_final_batch=True, **options), len(data.examples),
+                      buckets)["logits"]
     predicted = logits.reshape(-1).astype(float)
     gold = np.array([example["label"] for example in data.examples])
     scores = metrics.glue_scores(gold, predicted, ("pearson", "spearman"))
@@ -148,10 +161,10 @@ def _tag_dataset(data, **options):
     return _builder_dataset("token_classification_dataset", data, **options)
 
 
-def _tag_scores(model, data, **options):
+def _tag_scores(model, data, buckets=False, **options):
     """Entity F1 over each word's first sub-token; words cut by truncation are tagged `O`."""
     dataset = _tag_dataset(data, pad_final_batch=True, **options)
-    logits = _predict(model, dataset, len(data.examples))["logits"]
+    logits = _predict(model, dataset, len(data.examples), buckets, True)["logits"]
     labels = [np.asarray(y["labels"]) for _, y in for_backbone(model.backbone, dataset)]  # as the logits
     first_pieces = np.concatenate(labels)[: len(data.examples)] >= 0
     predicted = []
@@ -186,11 +199,11 @@ def _qa_windows(data, tokenizer, sequence_length):
 
 
 def _qa_dataset(data, tokenizer, sequence_length, batch_size, training=False, seed=None,
-                pad_final_batch=False):
+                pad_final_batch=False, buckets=None):
     _, question_answering = _datasets()
     windows = _qa_windows(data, tokenizer, sequence_length)
     return question_answering.question_answering_dataset(
-        windows, batch_size, training=training, seed=seed, pad_final_batch=pad_final_batch)
+        windows, batch_size, training=training, seed=seed, pad_final_batch=pad_final_batch, buckets=buckets)
 
 
 def _no_answer_threshold(answers, differences, squad):
@@ -207,14 +220,14 @@ def _no_answer_threshold(answers, differences, squad):
     return unshifted.get(best, lowest - 1.0)
 
 
-def _qa_scores(model, data, tokenizer, sequence_length, batch_size):
+def _qa_scores(model, data, tokenizer, sequence_length, batch_size, buckets=False):
     """SQuAD exact match and F1; for 2.0, at the no-answer threshold that is best on this data."""
     from kbert.tasks.span_decoding import decode_answers
 
     _, question_answering = _datasets()
     windows = _qa_windows(data, tokenizer, sequence_length)
     dataset = question_answering.question_answering_dataset(windows, batch_size, pad_final_batch=True)
-    outputs = _predict(model, dataset, len(windows["token_ids"]))
+    outputs = _predict(model, dataset, len(windows["token_ids"]), buckets, ("start_logits", "end_logits"))
     answers, differences = decode_answers(
         outputs["start_logits"], outputs["end_logits"], windows["offsets"], windows["question_ids"],
         {example["id"]: example["context"] for example in data.examples},
@@ -246,8 +259,9 @@ def _choice_dataset(data, **options):
     return _builder_dataset("multiple_choice_dataset", data, **options)
 
 
-def _choice_scores(model, data, **options):
-    logits = _predict(model, _choice_dataset(data, pad_final_batch=True, **options), len(data.examples))["logits"]
+def _choice_scores(model, data, buckets=False, **options):
+    logits = _predict(model, _choice_dataset(data, pad_final_batch=True, **options), len(data.examples),
+                      buckets)["logits"]
     predicted = logits.argmax(-1)
     gold = np.array([example["label"] for example in data.examples])
     rows = [{"label": int(g), "prediction": int(p)} for g, p in zip(gold, predicted)]
@@ -265,7 +279,8 @@ def _read_text_to_text(path, train):
     return TaskExamples(readers.read_text_to_text(path))
 
 
-def _text_to_text_dataset(data, **options):
+def _text_to_text_dataset(data, buckets=None, **options):
+    """T5's text to text keeps fixed padding: its sources and targets are padded apart."""
     return _builder_dataset("text_to_text_dataset", data, **options)
 
 
@@ -276,7 +291,7 @@ def _text_to_text_model(backbone, train, features):
     return Seq2SeqLM(backbone)
 
 
-def _text_to_text_scores(model, data, tokenizer, sequence_length, batch_size):
+def _text_to_text_scores(model, data, tokenizer, sequence_length, batch_size, buckets=False):
     """Exact match and F1 of greedily generated texts, at most `sequence_length` tokens each."""
     sources = [{"source": example["source"]} for example in data.examples]
     dataset = _text_to_text_dataset(TaskExamples(sources), tokenizer=tokenizer, sequence_length=sequence_length,

@@ -45,6 +45,7 @@ from kbert.jobs.extras import FINETUNING_PACKAGES, require_packages
 from kbert.jobs.run_outputs import completed_run, write_metrics
 from kbert.checkpoints.checkpoint_loading import load_checkpoint
 from kbert.models.presets import preset_class
+from kbert.text.length_buckets import model_bucket_lengths
 
 WARMUP_SHARE = 0.1
 # The BBC News demo fine-tunes `kbert pretrain`'s briefly pretrained small model. A small
@@ -109,7 +110,7 @@ def _write(output, metrics, predictions, model):
 def finetune(task, backbone, tokenizer, train_examples, validation_examples, output, *, epochs=3,
              batch_size=32, learning_rate=5e-5, sequence_length=128, seed=0, features="sequence_output",
              run_arguments=None, save_every=DEFAULT_SAVE_EVERY, overwrite=False, callbacks=(), log=print,
-             distributed=None):
+             distributed=None, buckets=True):
     """Fine-tune `backbone` on read examples, evaluate, save under `output`; return the metrics.
 
     The shared core of `run_finetuning` and `run_bbc_news_comparison`: the
@@ -126,6 +127,9 @@ def finetune(task, backbone, tokenizer, train_examples, validation_examples, out
     callbacks for `fit`. A NaN loss raises `FloatingPointError`. `distributed`
     (a `kbert.distribute.DistributedTraining`, created before the backbone
     was) says where it trains; by default every device of this process.
+    `buckets` batches texts of similar length, each batch padded to its length
+    bucket (`kbert.tasks.input_pipelines`), in training and evaluation; `False`
+    pads every batch to `sequence_length`.
     """
     _check_backbone(task, type(backbone))
     _check_sizes(backbone, sequence_length, epochs, batch_size, learning_rate)
@@ -135,12 +139,14 @@ def finetune(task, backbone, tokenizer, train_examples, validation_examples, out
     backbone = distributed.distributed_copy(backbone)  # before the seed: its initializers draw numbers
     set_random_seed(seed)
     data = dict(tokenizer=tokenizer, sequence_length=sequence_length, batch_size=batch_size)
-    train = finetuning_catalog.for_backbone(backbone, spec.dataset(train_examples, training=True, seed=seed, **data))
+    lengths = model_bucket_lengths(backbone, sequence_length, traced=True) if buckets else None
+    train = finetuning_catalog.for_backbone(backbone, spec.dataset(train_examples, training=True, seed=seed,
+                                                                   buckets=lengths, **data))
     steps_per_epoch = int(train.cardinality())
     distributed.check_last_batch(len(train_examples.examples))
     arguments = dict(task=task, **(run_arguments or {}), epochs=epochs, batch_size=batch_size,
                      learning_rate=learning_rate, sequence_length=sequence_length, seed=seed,
-                     features=features, backend=keras.backend.backend())
+                     features=features, buckets=bool(buckets), backend=keras.backend.backend())
     with distributed.scope(backbone):
         model = spec.model(backbone, train_examples, features)  # before the run's folder: bad features stop here
     run = distributed.chief_first(lambda writes: ResumableRun(
@@ -149,17 +155,18 @@ def finetune(task, backbone, tokenizer, train_examples, validation_examples, out
         return completed_run(run, log)
     log(f"Fine-tuning for {task} ({backbone.count_params():,} backbone parameters, features {features}) on "
         f"{len(train_examples.examples):,} examples: {epochs} epochs of {steps_per_epoch} steps of "
-        f"{batch_size} x {sequence_length} on {keras.backend.backend()}, {distributed.describe()} ...")
+        f"{batch_size} x {'at most ' if lengths and len(lengths) > 1 else ''}{sequence_length} "
+        f"on {keras.backend.backend()}, {distributed.describe()} ...")
     with distributed.scope(backbone):
         _compile(model, epochs * steps_per_epoch, learning_rate, distributed.jit_compile)
         # Repeated, the shuffle draws a new order each pass, the same on every rerun (seeded).
         run.fit(model, distributed.shard(train.repeat()), steps_per_epoch, callbacks, prepare=distributed.prepare,
                 verbose=(1 if log is print else 2) if distributed.chief else 0)
     distributed.localize(model)
-    scores, predictions = spec.evaluate(model, validation_examples, **data)
+    scores, predictions = spec.evaluate(model, validation_examples, buckets=bool(buckets), **data)
     metrics = {"task": task, "backend": keras.backend.backend(), "epochs": epochs,
                "batch_size": batch_size, "learning_rate": learning_rate,
-               "sequence_length": sequence_length, "features": features,
+               "sequence_length": sequence_length, "features": features, "buckets": bool(buckets),
                "train_examples": len(train_examples.examples),
                "validation_examples": len(validation_examples.examples), **scores,
                "wall_time_seconds": round(run.elapsed_seconds(), 1)}
@@ -179,7 +186,7 @@ def run_finetuning(task, checkpoint, train, validation, vocabulary=None, output=
     """Read, load, fine-tune, evaluate and save; return the metrics dict. See the module docstring.
 
     `options` are `finetune`'s: `epochs` (3), `batch_size` (32),
-    `learning_rate` (5e-5), `sequence_length` (128), `seed`, `features`, `save_every`,
+    `learning_rate` (5e-5), `sequence_length` (128), `seed`, `features`, `buckets` (True), `save_every`,
     `overwrite`, `callbacks`, `log`; and `distribute`, `model_parallel` (`kbert.distribute.DistributedTraining`).
 
     Raises `ValueError` or `FileNotFoundError`, naming the file (and row) for

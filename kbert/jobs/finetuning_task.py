@@ -14,12 +14,13 @@ class FinetuningTask:
         read: `(path, train)` to a `TaskExamples`; `train` is the training file's
             `TaskExamples` when `path` is the validation file, else `None`.
         dataset: `(data, tokenizer, sequence_length, batch_size, training=,
-            seed=, pad_final_batch=)` to a `tf.data.Dataset` of the task model's batches.
+            seed=, pad_final_batch=, buckets=)` to a `tf.data.Dataset` of the task model's
+            batches (`buckets`: length buckets, or None for fixed padding).
         model: `(backbone, train, features)` to the task model; `features`
             is the task models' argument (`"sequence_output"`: fine-tune
             the whole encoder; see `kbert.tasks.encoder_features`).
-        evaluate: `(model, data, tokenizer, sequence_length, batch_size)` to
-            `(scores, prediction_rows)`.
+        evaluate: `(model, data, tokenizer, sequence_length, batch_size, buckets=)` to
+            `(scores, prediction_rows)` (`buckets`: predict by length buckets).
         backbone_type: the kbert backbone class the task fine-tunes, or a tuple of them.
 
     >>> task = FinetuningTask(read=open, dataset=list, model=dict, evaluate=print)

@@ -13,12 +13,17 @@
   `T5ForConditionalGeneration` and `BartForConditionalGeneration` for
   generation), with its tokenizer files and its `id2label` names.
 
-`predict_one` runs the model's text-level call on one input and gives the
-JSON fields of its task (see `kbert.cli`).
+`predict_batch` runs the model's text-level call on a batch of inputs and
+gives the JSON fields of its task (see `kbert.cli`); `run_predict` reads
+`--input` files in chunks, batches each chunk's texts by length and writes
+the results in input order as each chunk is done.
 """
 
+import contextlib
+import itertools
 import json
 import os
+import sys
 import zipfile
 
 import keras
@@ -34,6 +39,8 @@ from kbert.tasks import CausalLM, MultipleChoice, Seq2SeqLM, SpanQuestionAnsweri
 DEFAULT_SEQUENCE_LENGTH = 128
 # The pretrainers whose masks `fill_blanks` fills (`BertPretrainer` has `fill_mask`).
 BLANK_FILLERS = (StructBertPretrainer, SpanBertPretrainer, ElectraPretrainer, XLNetPretrainer)
+# A chunk of `--input` lines is this many batches: sorted by length inside it, written before the next is read.
+CHUNK_BATCHES = 32
 _GENERATORS = {"GPT2LMHeadModel": CausalLM, "T5ForConditionalGeneration": Seq2SeqLM,
                "BartForConditionalGeneration": Seq2SeqLM}
 
@@ -122,30 +129,33 @@ def load_predictor(path, num_choices=None):
     return _load_keras(path)
 
 
-def read_inputs(path):
-    """The JSON objects of a JSONL file, one a line (blank lines skipped), and where each is (`"path, line n"`).
+def input_chunks(path, size):
+    """Lists of at most `size` `(line number, object)` of a JSONL file, read as they are needed (blank
+    lines skipped).
 
     Each object has `text`, and as the task needs, `text_pair`, `question` or `choices`. A bad line
     (not JSON, no or an empty `text`, bytes that are not UTF-8, a lone surrogate) is a `ValueError`
     that names the file and the line.
     """
-    records, places = [], []
+    chunk = []
     for number, record in json_rows(path):
         if not isinstance(record.get("text"), str):
             raise ValueError(f"{path}, line {number}: expected a JSON object with a \"text\" string.")
         if not record["text"].strip():
             raise ValueError(f"{path}, line {number}: the \"text\" is empty.")
-        records.append(record)
-        places.append(f"{path}, line {number}")
-    if not records:
-        raise ValueError(f"{path} holds no inputs.")
-    return records, places
+        chunk.append((number, record))
+        if len(chunk) == size:
+            yield chunk
+            chunk = []
+    if chunk:
+        yield chunk
 
 
-def _needs(record, key, what):
-    if record.get(key) is None:
-        raise ValueError(f"This model is {what}: give a {key.replace('_', '-')} with each text.")
-    return record[key]
+def _needs(records, key, what):
+    for record in records:
+        if record.get(key) is None:
+            raise ValueError(f"This model is {what}: give a {key.replace('_', '-')} with each text.")
+    return [record[key] for record in records]
 
 
 def fill_blanks(model, text, top_k=5):
@@ -172,27 +182,34 @@ def fill_blanks(model, text, top_k=5):
     return {"predictions": slots}
 
 
-def predict_one(model, record, top_k=5, max_new_tokens=32):
-    """The JSON result of `model`'s text-level call on one input `{"text", ...}`."""
-    text = record["text"]
+def _fill_mask(model, texts, top_k, batch_size):
+    return [{"predictions": [[{"token": p["token"], "score": p["score"]} for p in slot]
+                             for slot in result["predictions"]]}
+            for result in model.fill_mask(texts, top_k=top_k, batch_size=batch_size)]
+
+
+def predict_batch(model, records, top_k=5, max_new_tokens=32, batch_size=32):
+    """The JSON results of `model`'s text-level call on inputs `{"text", ...}` of one kind (all with a
+    `text_pair`, or none), in batches of `batch_size` texts of similar length."""
+    texts = [record["text"] for record in records]
     if isinstance(model, TextClassifier):
-        return model.classify(text, text_pairs=record.get("text_pair"))
+        pairs = [record["text_pair"] for record in records] if records[0].get("text_pair") is not None else None
+        return model.classify(texts, text_pairs=pairs, batch_size=batch_size)
     if isinstance(model, TokenClassifier):
-        return model.tag(text)
+        return model.tag(texts, batch_size=batch_size)
     if isinstance(model, SpanQuestionAnswering):
-        return model.answer(_needs(record, "question", "a question-answering model (the text is the context)"),
-                            text)
+        questions = _needs(records, "question", "a question-answering model (the text is the context)")
+        return model.answer(questions, texts, batch_size=batch_size)
     if isinstance(model, MultipleChoice):
-        result = model.choose(text, _needs(record, "choices", "a multiple-choice model"))
-        return {"choice": result["choice"], "scores": result["scores"]}
+        results = model.choose(texts, _needs(records, "choices", "a multiple-choice model"), batch_size=batch_size)
+        return [{"choice": result["choice"], "scores": result["scores"]} for result in results]
     if isinstance(model, BertPretrainer):
-        result = model.fill_mask(text, top_k=top_k)
-        return {"predictions": [[{"token": p["token"], "score": p["score"]} for p in slot]
-                                for slot in result["predictions"]]}
+        return _fill_mask(model, texts, top_k, batch_size)
     if isinstance(model, BLANK_FILLERS):
-        return fill_blanks(model, text, top_k)
+        return [fill_blanks(model, text, top_k) for text in texts]
     if isinstance(model, (CausalLM, Seq2SeqLM)):
-        return {"generated": model.generate(text, max_new_tokens=max_new_tokens)}
+        return [{"generated": text} for text in model.generate(texts, max_new_tokens=max_new_tokens,
+                                                               batch_size=batch_size)]
     raise ValueError(f"kbert predict runs classifiers, taggers, question answering, multiple choice, masked LMs "
                      f"and generators; the model is a {type(model).__name__}.")
 
@@ -214,21 +231,74 @@ def refuse_inapplicable(model, record, place=None):
             raise ValueError(f"{name} is for {what}; the model is a {type(model).__name__}.")
 
 
-def run_predict(model, inputs, top_k=5, max_new_tokens=32, write=print, places=None):
-    """Load `model` (a path) and write one JSON line per input (dicts with `text`, ...) with `write`.
+def _predict_chunk(model, chunk, where, options):
+    """The results of one chunk of `(line number, record)`, in its order; a bad input's error names its line."""
+    kinds = {}  # a classifier's single texts and pairs go in calls of their own
+    for index, (number, record) in enumerate(chunk):
+        refuse_inapplicable(model, record, where(number).rstrip(": ") or None)
+        kinds.setdefault(record.get("text_pair") is not None, []).append(index)
+    results = [None] * len(chunk)
+    for indices in kinds.values():
+        records = [chunk[i][1] for i in indices]
+        try:
+            found = predict_batch(model, records, **options)
+        except ValueError:  # find the input, and name its line
+            for index in indices:
+                number, record = chunk[index]
+                try:
+                    predict_batch(model, [record], **options)
+                except ValueError as error:
+                    raise ValueError(f"{where(number)}{error}") from None
+            raise
+        for index, result in zip(indices, found):
+            results[index] = result
+    return results
 
-    `places` names where each input is (`read_inputs`), for the errors; None for the command line's.
+
+def _progress(path):
+    """A `keras.utils.Progbar` over the lines of `path` writing to stderr, when stderr is a terminal; else None."""
+    if not sys.stderr.isatty():
+        return None
+    with open(path, "rb") as f:
+        lines = sum(1 for line in f if line.strip())
+    with contextlib.redirect_stdout(sys.stderr):  # Keras' bar writes to stdout, which holds the results
+        return keras.utils.Progbar(lines, unit_name="text")
+
+
+def run_predict(model, inputs, top_k=5, max_new_tokens=32, write=print, batch_size=32, progress=None):
+    """Load `model` (a path) and write one JSON line per input with `write`, in input order.
+
+    `inputs` is a list of dicts with `text`, ... (`--text`), or the path of a JSONL file
+    (`--input`), read in chunks of `CHUNK_BATCHES` batches: each chunk is predicted in batches of
+    `batch_size` texts of similar length and written before the next is read, so memory stays flat
+    on any number of lines. `progress` (None: when stderr is a terminal and `inputs` a file) shows a
+    progress bar on stderr.
     """
     if int(top_k) < 1:
         raise ValueError(f"--top-k must be at least 1; received {top_k}.")
-    counts = {len(record["choices"]) for record in inputs if isinstance(record.get("choices"), list)}
+    if isinstance(batch_size, bool) or int(batch_size) < 1:
+        raise ValueError(f"--batch-size must be at least 1; received {batch_size}.")
+    if isinstance(inputs, (str, os.PathLike)):
+        path = os.fspath(inputs)
+        chunks = input_chunks(path, int(batch_size) * CHUNK_BATCHES)
+        first = next(chunks, None)
+        if first is None:
+            raise ValueError(f"{path} holds no inputs (the file is empty, or blank lines only).")
+        chunks = itertools.chain([first], chunks)
+        where = f"{path}, line {{}}: ".format
+        progress = _progress(path) if progress is None else progress
+    else:
+        first = list(enumerate(inputs, start=1))
+        chunks, where = [first], "".format
+    counts = {len(record["choices"]) for _, record in first if isinstance(record.get("choices"), list)}
     predictor = load_predictor(model, counts.pop() if len(counts) == 1 else None)
-    places = places or [None] * len(inputs)
-    for record, place in zip(inputs, places):
-        refuse_inapplicable(predictor, record, place)
-    for record, place in zip(inputs, places):
-        try:
-            result = predict_one(predictor, record, top_k, max_new_tokens)
-        except ValueError as error:
-            raise ValueError(f"{place}: {error}" if place else str(error)) from None
-        write(json.dumps(result, ensure_ascii=False))
+    options = dict(top_k=int(top_k), max_new_tokens=max_new_tokens, batch_size=int(batch_size))
+    done = 0
+    for chunk in chunks:
+        for result in _predict_chunk(predictor, chunk, where, options):
+            write(json.dumps(result, ensure_ascii=False))
+        sys.stdout.flush()
+        done += len(chunk)
+        if progress:
+            with contextlib.redirect_stdout(sys.stderr):
+                progress.update(done)

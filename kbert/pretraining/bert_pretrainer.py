@@ -14,6 +14,7 @@ from kbert.backend_utils import scale_loss_for_replicas
 from kbert.input_checks import PREDICTIONS, ids, positions, weights
 from kbert.layers.masked_lm_head import MaskedLMHead
 from kbert.text.text_checks import check_texts
+from kbert.training.length_bucketed_prediction import predict_by_length
 from kbert.training.objective_metrics import add_objective_metrics, track_objective
 from kbert.training.losses import weighted_cross_entropy
 from kbert.training.task import Task, backbone_inputs, require_keys
@@ -216,7 +217,7 @@ class BertPretrainer(Task):
         inputs["mask_positions"] = np.zeros((len(texts), max(map(len, positions))), np.int32)
         for index, found in enumerate(positions):
             inputs["mask_positions"][index, : len(found)] = found
-        logits = self.predict(inputs, batch_size=batch_size, verbose=0)["mlm_logits"]
+        logits = predict_by_length(self, inputs, batch_size)["mlm_logits"]
         scores = softmax(np.asarray(logits, np.float64), axis=-1)
         results = []
         for row, found in zip(scores, positions):

@@ -87,8 +87,7 @@ class CausalLM(GeneratingTask):
     def _generate_text(self, prompts, max_new_tokens, strategy, options):
         preprocessor = self.text_preprocessor("generate")
         prompts, single = check_texts(prompts, "prompt")
-        token_ids, padding_mask = preprocessor.pad(preprocessor.token_ids(prompts), self.backbone.pad_id, left=True)
-        generated = self.generate({"token_ids": token_ids, "padding_mask": padding_mask},
-                                  max_new_tokens, strategy, **options)
+        generated = self._generate_by_length(preprocessor.token_ids(prompts), ("token_ids", "padding_mask"), True,
+                                             max_new_tokens, strategy, options)
         texts = preprocessor.decode(generated, self.backbone.end_id)
         return texts[0] if single else texts

@@ -28,6 +28,15 @@ the kbert encoders and task models take:
 
 Examples without labels give `x` alone (for `predict`).
 
+Length buckets (`buckets`, a list of lengths such as
+`kbert.text.length_buckets.bucket_lengths(sequence_length)`; `None` pads every
+batch to `sequence_length`): each batch is cut to the smallest bucket that
+holds its longest row, so a batch of short texts computes no padding it does
+not need and XLA compiles one program per bucket. In training, the shuffled
+examples are sorted by length within windows of `BUCKET_WINDOW` batches
+before batching (the batches are then shuffled again), so a batch holds texts
+of similar length; every example is still seen once an epoch.
+
 Batches: with `training=True` the examples are shuffled anew every epoch and
 the last partial batch is dropped, so every batch has `batch_size` rows. With
 `training=False` they keep their order; the last batch is shorter, or, with
@@ -40,6 +49,7 @@ ones.
 import numpy as np
 
 from kbert.backend_utils import lazy_import, traced_as_written
+from kbert.text.length_buckets import row_lengths
 
 tf = lazy_import("tensorflow")
 
@@ -48,6 +58,8 @@ IGNORED_LABEL = -1
 # Examples tokenized and packed per eager call.
 _BLOCK = 512
 _INPUTS = ("token_ids", "segment_ids", "padding_mask")
+# Training batches sorted by length together, with length buckets.
+BUCKET_WINDOW = 32
 
 
 def special_token_ids(tokenizer):
@@ -71,14 +83,19 @@ def _packer(sequence_length, special_ids, truncate="round_robin"):
     return SegmentPacker(sequence_length, *special_ids, truncate=truncate)
 
 
-def index_batches(count, batch_size, training=False, seed=None, pad_final_batch=False):
+def index_batches(count, batch_size, training=False, seed=None, pad_final_batch=False, lengths=None):
     """A dataset of example-index batches, int64 `(batch,)`, -1 on padded rows.
 
-    `training`: shuffled every epoch (from `seed`), partial batch dropped.
+    `training`: shuffled every epoch (from `seed`), partial batch dropped;
+    with the examples' `lengths`, sorted by length within windows of
+    `BUCKET_WINDOW` batches, the batches then shuffled (see the module docstring).
     Otherwise in order, the last batch short or padded with -1.
 
     >>> [b.tolist() for b in index_batches(5, 2, pad_final_batch=True).as_numpy_iterator()]
     [[0, 1], [2, 3], [4, -1]]
+    >>> batches = index_batches(4, 2, True, seed=0, lengths=[9, 1, 8, 2]).as_numpy_iterator()
+    >>> sorted(sorted(batch.tolist()) for batch in batches)  # the long texts together, the short ones too
+    [[0, 2], [1, 3]]
     """
     if int(batch_size) < 1:
         raise ValueError(f"batch_size must be at least 1; received {batch_size}.")
@@ -93,6 +110,9 @@ def index_batches(count, batch_size, training=False, seed=None, pad_final_batch=
     dataset = tf.data.Dataset.range(count)
     if training:
         dataset = dataset.shuffle(count, seed=seed, reshuffle_each_iteration=True)
+    if training and lengths is not None:
+        return _length_sorted_batches(dataset, lengths, batch_size, seed).apply(
+            tf.data.experimental.assert_cardinality(count // batch_size))
     dataset = dataset.batch(batch_size, drop_remainder=training)
     if pad_final_batch:
         dataset = dataset.map(traced_as_written(
@@ -104,12 +124,35 @@ def index_batches(count, batch_size, training=False, seed=None, pad_final_batch=
     return dataset
 
 
-def arrays_dataset(batches, arrays, input_names, target_names=()):
+def _length_sorted_batches(indices, lengths, batch_size, seed):
+    """Shuffled `indices` sorted by length within windows of `BUCKET_WINDOW` batches, batched, the
+    batches shuffled within a window's worth; the partial last batch dropped."""
+    lengths = tf.constant(np.asarray(lengths), tf.int64)
+    window = indices.batch(batch_size * BUCKET_WINDOW)
+    window = window.map(lambda index: tf.gather(index, tf.argsort(tf.gather(lengths, index), stable=True)))
+    batches = window.unbatch().batch(batch_size, drop_remainder=True)
+    return batches.shuffle(BUCKET_WINDOW, seed=seed, reshuffle_each_iteration=True)
+
+
+def _cut_to_bucket(tensors, buckets, full):
+    """The entries of `tensors` shaped like its `padding_mask` cut on their last axis to the smallest of
+    `buckets` that holds the batch's longest row (`full` is the padded length)."""
+    mask = tensors["padding_mask"]
+    longest = tf.reduce_max(tf.reduce_sum(tf.reshape(mask, [-1, full]), axis=1))
+    buckets = tf.constant(list(buckets) + [full], tf.int32)
+    length = buckets[tf.searchsorted(buckets, tf.reshape(tf.cast(longest, tf.int32), [1]))[0]]
+    shape = mask.shape
+    return {name: value[..., :length] if value.shape == shape else value for name, value in tensors.items()}
+
+
+def arrays_dataset(batches, arrays, input_names, target_names=(), buckets=None):
     """`(x, y)` batches gathered from NumPy arrays (one row per example) at `batches` of indices.
 
     Integer arrays come out int32 and float arrays float32. Padded rows
     (index -1) get zero inputs and no labels (-1, or NaN for floats); `y` is
-    left out when there are no `target_names`.
+    left out when there are no `target_names`. With `buckets` (lengths), the
+    entries shaped as `padding_mask` (inputs, and per-token labels) are cut
+    to the smallest bucket that holds the batch's longest row.
 
     >>> batches = index_batches(3, 2, pad_final_batch=True)
     >>> arrays = {"token_ids": np.ones((3, 2), np.int8), "labels": np.array([4, 5, 6])}
@@ -128,13 +171,30 @@ def arrays_dataset(batches, arrays, input_names, target_names=()):
     def make(index):
         real, index = index >= 0, tf.maximum(index, 0)
         x = {name: take(name, real, index, 0) for name in input_names}
-        if not target_names:
-            return x
         empty = {name: np.nan if tensors[name].dtype.is_floating else IGNORED_LABEL
                  for name in target_names}  # fmt: skip
-        return x, {name: take(name, real, index, empty[name]) for name in target_names}
+        y = {name: take(name, real, index, empty[name]) for name in target_names}
+        if buckets is not None and len(buckets) > 1:
+            cut = _cut_to_bucket({**x, **{f"y:{name}": value for name, value in y.items()}}, buckets,
+                                 int(tensors["padding_mask"].shape[-1]))
+            x, y = {name: cut[name] for name in x}, {name: cut[f"y:{name}"] for name in y}
+        return (x, y) if target_names else x
 
     return batches.map(traced_as_written(make), num_parallel_calls=tf.data.AUTOTUNE).prefetch(tf.data.AUTOTUNE)
+
+
+def bucketed_dataset(arrays, input_names, target_names, batch_size, training=False, seed=None,
+                     pad_final_batch=False, buckets=None):
+    """`arrays_dataset` over `index_batches` of the packed `arrays`, by length `buckets` when given.
+
+    >>> mask = np.array([[1, 0, 0, 0], [1, 1, 1, 0], [1, 1, 0, 0]])
+    >>> dataset = bucketed_dataset({"padding_mask": mask}, ["padding_mask"], (), 2, buckets=[2, 4])
+    >>> [x["padding_mask"].shape for x in dataset.as_numpy_iterator()]
+    [(2, 4), (1, 2)]
+    """
+    lengths = row_lengths(arrays["padding_mask"]) if buckets is not None and len(buckets) > 1 else None
+    batches = index_batches(len(arrays["padding_mask"]), batch_size, training, seed, pad_final_batch, lengths)
+    return arrays_dataset(batches, arrays, input_names, target_names, buckets)
 
 
 def _packed_in_blocks(count, pack_block):
@@ -176,6 +236,7 @@ def text_classification_dataset(
     seed=None,
     pad_final_batch=False,
     truncate="round_robin",
+    buckets=None,
 ):
     """Single texts or pairs, packed as `[CLS] A [SEP] B [SEP]`, with their class or value.
 
@@ -186,13 +247,14 @@ def text_classification_dataset(
         tokenizer: a `kbert.text` tokenizer with `cls_id`, `sep_id`, `pad_id`.
         labels: the label vocabulary (class `i` is `labels[i]`); `None` for
             regression (float labels).
-        sequence_length, batch_size, training, seed, pad_final_batch: see
-            the module docstring.
+        sequence_length, batch_size, training, seed, pad_final_batch, buckets:
+            see the module docstring.
         truncate: how a pair too long is cut (`SegmentPacker`).
 
     Returns:
         A `tf.data.Dataset` of `(x, y)`: `x` with `token_ids`, `segment_ids`,
-        `padding_mask` int32 `(batch, sequence_length)`; `y` with `labels`.
+        `padding_mask` int32 `(batch, sequence_length)` (with `buckets`, a
+        bucket's length); `y` with `labels`.
 
     Example:
 
@@ -205,7 +267,7 @@ def text_classification_dataset(
     >>> x["token_ids"].numpy().tolist(), y["labels"].numpy().tolist()
     ([[2, 5, 3, 0], [2, 6, 3, 0]], [1, 0])
     """
-    batches = index_batches(len(examples), batch_size, training, seed, pad_final_batch)
+    index_batches(len(examples), batch_size, training, seed, pad_final_batch)  # its checks, before packing
     packer = _packer(sequence_length, special_token_ids(tokenizer), truncate)
     texts = [example["text"] for example in examples]
     pairs = [e["text_pair"] for e in examples] if _all_or_none(examples, "text_pair") else None
@@ -216,12 +278,12 @@ def text_classification_dataset(
 
     arrays = _packed_in_blocks(len(examples), pack_block)
     if not _all_or_none(examples):
-        return arrays_dataset(batches, arrays, _INPUTS)
+        return bucketed_dataset(arrays, _INPUTS, (), batch_size, training, seed, pad_final_batch, buckets)
     if labels is None:
         arrays["labels"] = np.array([float(example["label"]) for example in examples], np.float32)
     else:
         arrays["labels"] = _label_ids([e["label"] for e in examples], labels, "Example {}".format)
-    return arrays_dataset(batches, arrays, _INPUTS, ["labels"])
+    return bucketed_dataset(arrays, _INPUTS, ["labels"], batch_size, training, seed, pad_final_batch, buckets)
 
 
 def _word_pieces(tokenizer, words):
@@ -244,6 +306,7 @@ def token_classification_dataset(
     training=False,
     seed=None,
     pad_final_batch=False,
+    buckets=None,
 ):
     """Words with tags (NER) to sub-tokens, each word's tag on its first sub-token.
 
@@ -260,8 +323,8 @@ def token_classification_dataset(
         tokenizer: a `kbert.text` tokenizer with `cls_id`, `sep_id`, `pad_id`
             and `unknown_id`.
         labels: the tag vocabulary (tag id `i` is `labels[i]`).
-        sequence_length, batch_size, training, seed, pad_final_batch: see
-            the module docstring.
+        sequence_length, batch_size, training, seed, pad_final_batch, buckets:
+            see the module docstring.
 
     Returns:
         A `tf.data.Dataset` of `(x, y)`: `x` with `token_ids`, `segment_ids`,
@@ -277,7 +340,7 @@ def token_classification_dataset(
     >>> x["token_ids"].numpy().tolist(), y["labels"].numpy().tolist()
     ([[2, 5, 6, 1, 3, 0]], [[-1, 0, -1, 1, -1, -1]])
     """
-    batches = index_batches(len(sentences), batch_size, training, seed, pad_final_batch)
+    index_batches(len(sentences), batch_size, training, seed, pad_final_batch)  # its checks, before packing
     packer = _packer(sequence_length, special_token_ids(tokenizer))
     label_packer = _packer(sequence_length, [IGNORED_LABEL] * 3)
     tag_ids = []
@@ -300,7 +363,7 @@ def token_classification_dataset(
         return {**packed, "labels": tags["token_ids"]}
 
     arrays = _packed_in_blocks(len(sentences), pack_block)
-    return arrays_dataset(batches, arrays, _INPUTS, ["labels"])
+    return bucketed_dataset(arrays, _INPUTS, ["labels"], batch_size, training, seed, pad_final_batch, buckets)
 
 
 def multiple_choice_dataset(
@@ -312,6 +375,7 @@ def multiple_choice_dataset(
     seed=None,
     pad_final_batch=False,
     truncate="round_robin",
+    buckets=None,
 ):
     """Each (context, choice) packed as `[CLS] context [SEP] choice [SEP]`, stacked per example.
 
@@ -319,8 +383,8 @@ def multiple_choice_dataset(
         examples: dicts with `context`, `choices` (lists of strings, as many
             in every example) and `label` (all or none), as `read_swag` gives.
         tokenizer: a `kbert.text` tokenizer with `cls_id`, `sep_id`, `pad_id`.
-        sequence_length, batch_size, training, seed, pad_final_batch: see
-            the module docstring.
+        sequence_length, batch_size, training, seed, pad_final_batch, buckets:
+            see the module docstring.
         truncate: how a pair too long is cut (`SegmentPacker`).
 
     Returns:
@@ -337,7 +401,7 @@ def multiple_choice_dataset(
     >>> x["token_ids"].numpy().tolist(), y["labels"].numpy().tolist()
     ([[[2, 5, 3, 6, 3, 0], [2, 5, 3, 5, 3, 0]]], [1])
     """
-    batches = index_batches(len(examples), batch_size, training, seed, pad_final_batch)
+    index_batches(len(examples), batch_size, training, seed, pad_final_batch)  # its checks, before packing
     packer = _packer(sequence_length, special_token_ids(tokenizer), truncate)
     num_choices = len(examples[0]["choices"])
     for i, example in enumerate(examples):
@@ -360,14 +424,14 @@ def multiple_choice_dataset(
 
     arrays = _packed_in_blocks(len(examples), pack_block)
     if not _all_or_none(examples):
-        return arrays_dataset(batches, arrays, _INPUTS)
+        return bucketed_dataset(arrays, _INPUTS, (), batch_size, training, seed, pad_final_batch, buckets)
     arrays["labels"] = np.array([int(example["label"]) for example in examples], np.int32)
     bad = np.flatnonzero((arrays["labels"] < 0) | (arrays["labels"] >= num_choices))
     if bad.size:
         raise ValueError(
             f"Example {bad[0]}: label {arrays['labels'][bad[0]]} is not a choice index."
         )
-    return arrays_dataset(batches, arrays, _INPUTS, ["labels"])
+    return bucketed_dataset(arrays, _INPUTS, ["labels"], batch_size, training, seed, pad_final_batch, buckets)
 
 
 def _end_terminated(tokenizer, texts, length):

@@ -17,6 +17,7 @@ from kbert.tasks.heads import (
 )
 from kbert.tasks.text_results import probabilities
 from kbert.text.text_checks import check_texts
+from kbert.training.length_bucketed_prediction import predict_by_length
 from kbert.training.losses import weighted_cross_entropy
 from kbert.training.task import Task, require_keys
 
@@ -157,7 +158,7 @@ class MultipleChoice(Task):
             flat += row
         inputs = preprocessor.encode([c for c in contexts for _ in range(self.num_choices)], flat)
         inputs = {name: value.reshape(len(contexts), self.num_choices, -1) for name, value in inputs.items()}
-        scores = probabilities(self.predict(inputs, batch_size=batch_size, verbose=0))
+        scores = probabilities(predict_by_length(self, inputs, batch_size))
         results = [{"choice": int(row.argmax()), "ending": ends[int(row.argmax())], "scores": row.tolist()}
                    for row, ends in zip(scores, endings)]
         return results[0] if single else results

@@ -43,7 +43,7 @@ answers, _ = decode_answers(logits["start_logits"], logits["end_logits"], window
 import numpy as np
 
 from kbert.backend_utils import lazy_import
-from kbert.tasks.input_pipelines import arrays_dataset, index_batches, special_token_ids
+from kbert.tasks.input_pipelines import bucketed_dataset, special_token_ids
 from kbert.text.pair_packing import pack
 
 tf = lazy_import("tensorflow")
@@ -231,13 +231,13 @@ def question_answering_windows(
 
 
 def question_answering_dataset(
-    windows, batch_size=32, training=False, seed=None, pad_final_batch=False
+    windows, batch_size=32, training=False, seed=None, pad_final_batch=False, buckets=None
 ):
     """Batches of question-answering windows (`question_answering_windows`), as `(x, y)`.
 
     Args:
         windows: the dict of arrays `question_answering_windows` returns.
-        batch_size, training, seed, pad_final_batch: as in
+        batch_size, training, seed, pad_final_batch, buckets: as in
             `kbert.tasks.input_pipelines` (training shuffles the windows).
 
     Returns:
@@ -250,5 +250,4 @@ def question_answering_dataset(
         raise ValueError(
             f"`windows` lacks {missing}: pass what question_answering_windows returns."
         )
-    batches = index_batches(len(windows["token_ids"]), batch_size, training, seed, pad_final_batch)
-    return arrays_dataset(batches, windows, _INPUTS, _TARGETS)
+    return bucketed_dataset(windows, _INPUTS, _TARGETS, batch_size, training, seed, pad_final_batch, buckets)

@@ -75,8 +75,8 @@ class Seq2SeqLM(GeneratingTask):
     def _generate_text(self, sources, max_new_tokens, strategy, options):
         preprocessor = self.text_preprocessor("generate")
         sources, single = check_texts(sources, "source")
-        token_ids, padding_mask = preprocessor.pad(preprocessor.source_ids(sources), self.backbone.pad_id)
-        generated = self.generate({"encoder_token_ids": token_ids, "encoder_padding_mask": padding_mask},
-                                  max_new_tokens, strategy, **options)
+        generated = self._generate_by_length(preprocessor.source_ids(sources),
+                                             ("encoder_token_ids", "encoder_padding_mask"), False,
+                                             max_new_tokens, strategy, options)
         texts = preprocessor.decode(generated, self.backbone.end_id)
         return texts[0] if single else texts

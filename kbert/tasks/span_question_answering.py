@@ -11,6 +11,7 @@ from kbert.tasks.heads import encode, feature_route, head_dense, labelled, task_
 from kbert.tasks.question_answering_dataset import question_answering_window_sizes, question_answering_windows
 from kbert.tasks.span_decoding import best_spans
 from kbert.text.text_checks import check_texts
+from kbert.training.length_bucketed_prediction import predict_by_length
 from kbert.training.losses import weighted_cross_entropy
 from kbert.training.task import Task
 
@@ -186,7 +187,7 @@ class SpanQuestionAnswering(Task):
                                              **question_answering_window_sizes(length))
         inputs = {name: windows[name].astype("int32")
                   for name in ("token_ids", "segment_ids", "padding_mask", "question_mask")}
-        logits = self.predict(inputs, batch_size=batch_size, verbose=0)
+        logits = predict_by_length(self, inputs, batch_size, sequence_outputs=("start_logits", "end_logits"))
         spans = best_spans(logits["start_logits"], logits["end_logits"], windows["offsets"], windows["question_ids"],
                            {e["id"]: e["context"] for e in examples}, n_best, max_answer_length,
                            windows["max_context_mask"])

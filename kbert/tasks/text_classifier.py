@@ -12,6 +12,7 @@ from kbert.tasks.heads import encode, feature_route, head_dense, head_dropout, l
 from kbert.tasks.text_results import classification_results
 from kbert.text.last_token_layout import layout_for
 from kbert.text.text_checks import check_texts
+from kbert.training.length_bucketed_prediction import predict_by_length
 from kbert.training.losses import weighted_cross_entropy, weighted_mean
 from kbert.training.task import Task
 
@@ -199,6 +200,6 @@ class TextClassifier(Task):
             if len(pairs) != len(texts):
                 raise ValueError(f"{len(texts)} texts but {len(pairs)} text pairs; give one pair per text.")
         inputs = layout_for(self.backbone, preprocessor.encode(texts, pairs))
-        logits = self.predict(inputs, batch_size=batch_size, verbose=0)
+        logits = predict_by_length(self, inputs, batch_size)
         results = classification_results(logits, preprocessor.label_name)
         return results[0] if single else results

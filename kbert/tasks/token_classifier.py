@@ -11,6 +11,7 @@ from kbert.tasks.heads import encode, feature_route, head_dense, head_dropout, l
 from kbert.tasks.text_results import merge_entities, probabilities, tagged_pieces
 from kbert.text.last_token_layout import layout_for
 from kbert.text.text_checks import check_texts
+from kbert.training.length_bucketed_prediction import predict_by_length
 from kbert.training.losses import weighted_cross_entropy
 from kbert.training.task import Task
 
@@ -134,7 +135,7 @@ class TokenClassifier(Task):
         moved = layout_for(self.backbone, {**inputs, "starts": offsets[..., 0], "ends": offsets[..., 1]})
         offsets = np.stack([moved.pop("starts"), moved.pop("ends")], axis=-1)
         inputs = moved
-        scores = probabilities(self.predict(inputs, batch_size=batch_size, verbose=0))
+        scores = probabilities(predict_by_length(self, inputs, batch_size, sequence_outputs=True))
         results = []
         for text, token_ids, row_offsets, row_scores in zip(texts, inputs["token_ids"], offsets, scores):
             pieces = tagged_pieces(text, token_ids, row_offsets, row_scores, preprocessor)

@@ -114,14 +114,14 @@ class TextPreprocessor:
         return [head + row[:room] + [end] for row in rows]
 
     @staticmethod
-    def pad(rows, pad_id, left=False):
-        """`(token_ids, padding_mask)`: id lists padded to the longest, on the left for prompts.
+    def pad(rows, pad_id, left=False, length=None):
+        """`(token_ids, padding_mask)`: id lists padded to `length` (None: the longest), on the left for prompts.
 
         >>> ids, mask = TextPreprocessor.pad([[5, 6], [7]], 0, left=True)
         >>> ids.tolist(), mask.tolist()
         ([[5, 6], [0, 7]], [[1, 1], [0, 1]])
         """
-        longest = max(len(row) for row in rows)
+        longest = max(len(row) for row in rows) if length is None else int(length)
         token_ids = np.full((len(rows), longest), pad_id, np.int32)
         padding_mask = np.zeros((len(rows), longest), np.int32)
         for index, row in enumerate(rows):

@@ -10,8 +10,9 @@ neither of them.
 """
 
 from kbert.training.adam_w import AdamW
+from kbert.training.length_bucketed_prediction import predict_by_length
 from kbert.training.optimizers import create_optimizer
 from kbert.training.task import Task
 from kbert.training.warmup_linear_decay import WarmupLinearDecay
 
-__all__ = ["AdamW", "Task", "WarmupLinearDecay", "create_optimizer"]
+__all__ = ["AdamW", "Task", "WarmupLinearDecay", "create_optimizer", "predict_by_length"]

@@ -32,7 +32,7 @@ def saved(tmp_path):
     backbone = kbert.models.Encoder(vocabulary_size=len(VOCABULARY), num_layers=1, num_heads=2, hidden_dim=16,
                                     intermediate_dim=32, max_positions=32)
     model = TextClassifier(backbone, 3, preprocessor=TextPreprocessor(
-        WordPieceTokenizer(str(tmp_path / "vocab.txt")), 16, labels=["a", "b", "c"]))
+        WordPieceTokenizer(str(tmp_path / "vocab.txt")), 32, labels=["a", "b", "c"]))  # buckets 16 and 32
     path = str(tmp_path / "model.keras")
     model.save(path)
     return model, path
@@ -61,10 +61,12 @@ def _error(arguments, capsys):
 SAVED_MODEL = """
 import json, sys
 import tensorflow as tf, tensorflow_text  # noqa: F401  (registers the tokenizer's ops)
-loaded = tf.saved_model.load(sys.argv[1])  # kept: its variables live as long as it does
-served = loaded.serve(tf.constant(json.loads(sys.argv[2])))["logits"]
-print(json.dumps({"logits": served.numpy().tolist(), "kbert": "kbert" in sys.modules}))
+loaded = {path: tf.saved_model.load(path) for path in sys.argv[1].split(",")}  # kept: their variables live on
+served = [loaded[path].serve(tf.constant(texts))["logits"].numpy().tolist() for path, texts in json.loads(sys.argv[2])]
+print(json.dumps({"logits": served, "kbert": "kbert" in sys.modules}))
 """
+# A text longer than 16 tokens: its batch runs in the SavedModel's bucket of 32, the others' in 16.
+LONG = "bob is in paris. " * 4
 
 ONNX = """
 import json, sys
@@ -78,12 +80,24 @@ print(json.dumps({"logits": outputs[0].tolist(), "kbert": "kbert" in sys.modules
 
 @pytest.mark.skipif(keras.backend.backend() != "tensorflow", reason="the SavedModel is made on TensorFlow")
 def test_the_saved_model_reads_strings_without_kbert(saved, tmp_path, capsys):
+    """A classifier and a tagger, each on a batch in either length bucket, against their full-length logits."""
+    from kbert.tasks import TokenClassifier
+
     model, path = saved
-    _export(["--model", path, "--format", "saved_model", "--output", str(tmp_path / "served")], capsys)
-    result = _fresh(SAVED_MODEL, str(tmp_path / "served"), json.dumps(TEXTS))
+    tagger = TokenClassifier(model.backbone, 4, preprocessor=model.preprocessor)
+    tagger.save(str(tmp_path / "tagger.keras"))
+    for source, folder in ((path, "served"), (str(tmp_path / "tagger.keras"), "tagger")):
+        _export(["--model", source, "--format", "saved_model", "--output", str(tmp_path / folder)], capsys)
+    batches = [TEXTS, [LONG, *TEXTS]]
+    paths = [str(tmp_path / "served"), str(tmp_path / "tagger")]
+    result = _fresh(SAVED_MODEL, ",".join(paths), json.dumps([[p, texts] for p in paths for texts in batches]))
     assert not result["kbert"]
-    expected = keras.ops.convert_to_numpy(model(model.preprocessor.encode(TEXTS)))
-    np.testing.assert_allclose(result["logits"], expected, atol=1e-5)
+    for served, (task, texts) in zip(result["logits"], [(t, b) for t in (model, tagger) for b in batches]):
+        inputs = model.preprocessor.encode(texts)
+        expected = keras.ops.convert_to_numpy(task(inputs))
+        if task is tagger:  # the padding's logits are zeros: compare the texts' tokens
+            served, expected = np.asarray(served)[inputs["padding_mask"] == 1], expected[inputs["padding_mask"] == 1]
+        np.testing.assert_allclose(served, expected, atol=1e-5)
 
 
 @pytest.mark.skipif(keras.backend.backend() != "torch", reason="ONNX is made on PyTorch")

@@ -13,7 +13,7 @@ from finetuning_data import VOCABULARY, write_task_files, write_vocabulary
 import kbert
 from kbert import cli
 from kbert.jobs.export_run import run_export
-from kbert.jobs.predict_run import load_predictor, predict_one
+from kbert.jobs.predict_run import load_predictor, predict_batch
 
 pytest.importorskip("tensorflow_text")
 transformers = pytest.importorskip("transformers")
@@ -43,8 +43,7 @@ def test_pipeline_on_the_exported_finetune_run_gives_kbert_predict_results(tmp_p
         assert json.load(f)["architectures"] == ["RobertaPreLayerNormForSequenceClassification"]
     classify = transformers.pipeline("text-classification", model=output, top_k=None)
     model = load_predictor(str(tmp_path / "run"))
-    for text, theirs in zip(TEXTS, classify(TEXTS)):
-        ours = predict_one(model, {"text": text})
+    for ours, theirs in zip(predict_batch(model, [{"text": text} for text in TEXTS]), classify(TEXTS)):
         assert ours["label"] == theirs[0]["label"]
         got = {result["label"]: result["score"] for result in theirs}
         assert got.keys() == ours["scores"].keys()

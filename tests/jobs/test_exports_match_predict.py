@@ -15,7 +15,7 @@ from finetuning_data import VOCABULARY, write_vocabulary, write_xlnet_checkpoint
 
 import kbert
 from kbert.jobs.export_run import export_onnx, export_saved_model
-from kbert.jobs.predict_run import predict_one
+from kbert.jobs.predict_run import predict_batch
 from kbert.tasks import TextClassifier, TokenClassifier
 
 pytest.importorskip("tensorflow_text")
@@ -61,8 +61,8 @@ def _model(name, folder):
 def _expected(model, pairs):
     """`kbert predict`'s probabilities for a classifier; the logits it reads for a tagger (in its layout)."""
     if isinstance(model, TextClassifier):
-        results = [predict_one(model, {"text": text, "text_pair": pair})
-                   for text, pair in zip(TEXTS, pairs or [None] * len(TEXTS))]
+        results = predict_batch(model, [{"text": text, "text_pair": pair}
+                                        for text, pair in zip(TEXTS, pairs or [None] * len(TEXTS))])
         return np.array([[result["scores"][label] for label in LABELS] for result in results])
     inputs = layout_for(model.backbone, model.preprocessor.encode(TEXTS))
     return keras.ops.convert_to_numpy(model.predict(inputs, verbose=0))

@@ -20,7 +20,7 @@ from kbert.tasks import MultipleChoice, Seq2SeqLM, SpanQuestionAnswering, TextCl
 from kbert.checkpoints.checkpoint_loading import load_checkpoint
 from kbert.jobs import finetuning_catalog
 from kbert.jobs.finetuning_run import run_bbc_news_comparison, run_finetuning
-from kbert.jobs.predict_run import load_predictor, predict_one
+from kbert.jobs.predict_run import load_predictor, predict_batch
 
 RUN = dict(epochs=1, batch_size=4, learning_rate=1e-3, sequence_length=24, log=lambda line: None)
 
@@ -103,7 +103,7 @@ def test_xlnet_fine_tunes_and_predicts_with_a_sentencepiece_vocabulary(task, mod
     metrics = run_finetuning(task, xlnet_checkpoint, train, validation, output=str(tmp_path / "run"), **RUN)
     assert 0 <= metrics[score] <= 1
     check_saved(tmp_path / "run", metrics, model_class)
-    result = predict_one(load_predictor(str(tmp_path / "run")), {"text": "bob lives in new york"})
+    [result] = predict_batch(load_predictor(str(tmp_path / "run")), [{"text": "bob lives in new york"}])
     assert result["label"] in ("pos", "neg") if task == "classify" else isinstance(result["entities"], list)
 
 

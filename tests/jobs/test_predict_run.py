@@ -87,9 +87,25 @@ def test_every_task_type_prints_its_text_call(task, tmp_path, capsys):
         for key, value in record.items():
             options += [f"--{key.replace('_', '-')}", value]
         results = _predict(["--model", str(path), *options, "--top-k", "2"], capsys)
-    for result in results:
+    for result in results:  # the same, to 1e-6 (the two choice inputs run as one batch)
         assert result.keys() == expected.keys()
-        np.testing.assert_equal(json.dumps(result, sort_keys=True), json.dumps(expected, sort_keys=True))
+        _assert_same(result, expected)
+
+
+def _assert_same(result, expected):
+    """Equal JSON values, numbers to 1e-6."""
+    if isinstance(expected, dict):
+        assert result.keys() == expected.keys()
+        for key in expected:
+            _assert_same(result[key], expected[key])
+    elif isinstance(expected, list):
+        assert len(result) == len(expected)
+        for mine, theirs in zip(result, expected):
+            _assert_same(mine, theirs)
+    elif isinstance(expected, float):
+        np.testing.assert_allclose(result, expected, atol=1e-6)
+    else:
+        assert result == expected
 
 
 def test_generation_from_text(tmp_path, capsys):
@@ -225,17 +241,53 @@ def test_a_hugging_face_generator_writes_text(kind, tmp_path, capsys):
 @pytest.mark.parametrize("arguments,message", [
     (["--text", " "], "--text is empty"),
     (["--text", "bob", "--input", "x.jsonl"], "--text or --input"),
-    (["--input", "BAD"], "line 2: not JSON"),
+    (["--input", "BAD"], "bad.jsonl, line 2: not JSON"),
+    (["--input", "EMPTY"], "empty.jsonl holds no inputs (the file is empty, or blank lines only)"),
+    (["--input", "LATE", "--batch-size", "1"], "late.jsonl, line 4: text 0 is empty"),
+    (["--input", "BAD", "--batch-size", "0"], "--batch-size must be at least 1; received 0"),
     (["--text", "bob", "--top-k", "0"], "--top-k must be at least 1"),
 ])
 def test_bad_input_gets_one_line(arguments, message, tmp_path, capsys):
     write_vocabulary(tmp_path)
     TextClassifier(_encoder(), 2, preprocessor=TextPreprocessor(
         WordPieceTokenizer(str(tmp_path / "vocab.txt")), 16)).save(str(tmp_path / "model.keras"))
-    bad = tmp_path / "bad.jsonl"
-    bad.write_text('{"text": "bob"}\n{"text": bob}\n')
-    arguments = [str(bad) if a == "BAD" else a for a in arguments]
+    files = {"BAD": '{"text": "bob"}\n{"text": bob}\n', "EMPTY": "\n \n",
+             "LATE": '{"text": "bob"}\n{"text": "bob is"}\n\n{"text": " "}\n'}
+    for name, text in files.items():
+        (tmp_path / f"{name.lower()}.jsonl").write_text(text)
+    arguments = [str(tmp_path / f"{a.lower()}.jsonl") if a in files else a for a in arguments]
     assert message in _error(["--model", str(tmp_path / "model.keras"), *arguments], capsys)
+
+
+def test_input_in_chunks_comes_out_in_input_order(tmp_path, capsys, monkeypatch):
+    """Texts of mixed lengths, single and paired, in chunks of 2 batches of 2 (sorted by length inside each):
+    one line per input, in input order, each its text's own `classify`; a progress bar counts the chunks."""
+    from kbert.jobs import predict_run
+
+    monkeypatch.setattr(predict_run, "CHUNK_BATCHES", 2)
+    write_vocabulary(tmp_path)
+    model = TextClassifier(_encoder(), 2, preprocessor=TextPreprocessor(
+        WordPieceTokenizer(str(tmp_path / "vocab.txt")), 16, labels=["no", "yes"]))
+    model.save(str(tmp_path / "model.keras"))
+    records = [{"text": "bob is in paris. " * n} for n in (3, 1, 2, 1, 3)]
+    records.insert(2, {"text": "bob", "text_pair": "where is bob?"})
+    (tmp_path / "in.jsonl").write_text("\n".join(json.dumps(record) for record in records) + "\n\n")
+    results = _predict(["--model", str(tmp_path / "model.keras"), "--input", str(tmp_path / "in.jsonl"),
+                        "--batch-size", "2"], capsys)
+    assert len(results) == len(records)
+    for result, record in zip(results, records):
+        _assert_same(result, json.loads(json.dumps(model.classify(record["text"], record.get("text_pair")))))
+
+    class Progress:
+        seen = []
+
+        def update(self, done):
+            self.seen.append(done)
+
+    lines = []
+    predict_run.run_predict(str(tmp_path / "model.keras"), str(tmp_path / "in.jsonl"), write=lines.append,
+                            batch_size=2, progress=Progress())
+    assert Progress.seen == [4, 6] and len(lines) == 6
 
 
 def test_a_question_answering_model_needs_a_question_and_a_context(tmp_path, capsys):

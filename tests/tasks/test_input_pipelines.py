@@ -293,3 +293,41 @@ def test_text_to_text_lengths_sources_alone_and_errors(tokenizer):
     assert sorted(x) == ["encoder_padding_mask", "encoder_token_ids"]
     with pytest.raises(ValueError, match="WordPieceTokenizer has no end or padding token"):
         text_to_text_dataset(TEXT_TO_TEXT, tokenizer)
+
+
+def _lengths(dataset):
+    """Per batch: its token length and its rows' real lengths."""
+    return [(x["padding_mask"].shape[-1], x["padding_mask"].sum(-1).tolist()) for x, _ in batches(dataset)]
+
+
+def _bucket(rows, buckets=(8, 16, 32)):
+    return min(bucket for bucket in buckets if bucket >= max(rows))
+
+
+@pytest.mark.backend_independent
+def test_length_buckets_in_training_and_evaluation(tokenizer):
+    """Evaluation: in order, each batch the rows of fixed padding cut to its bucket. Training: each epoch
+    every example once, in batches of neighbours in length order (one window here), cut to their bucket."""
+    words = ["the", "cat", "sat", "on", "mat", "dog"]
+    examples = [{"text": " ".join(words[: 1 + i % 6] * (1 + i // 6)), "label": "good" if i % 2 else "bad"}
+                for i in range(24)]  # 3 to 26 tokens
+    options = dict(labels=["bad", "good"], sequence_length=32, batch_size=4, buckets=[8, 16, 32])
+    fixed = batches(text_classification_dataset(examples, tokenizer, **{**options, "buckets": None}))
+    bucketed = batches(text_classification_dataset(examples, tokenizer, **options))
+    assert len(bucketed) == len(fixed) == 6
+    for (x, y), (fixed_x, fixed_y) in zip(bucketed, fixed):
+        length = _bucket(fixed_x["padding_mask"].sum(-1))
+        assert {name: value.shape for name, value in x.items()} == dict.fromkeys(x, (4, length))
+        for name in x:
+            np.testing.assert_array_equal(x[name], fixed_x[name][:, :length])
+        np.testing.assert_array_equal(y["labels"], fixed_y["labels"])
+    training = text_classification_dataset(examples, tokenizer, training=True, seed=3, **options)
+    assert int(training.cardinality()) == 6
+    everything = sorted(np.concatenate([x["padding_mask"].sum(-1) for x, _ in fixed]).tolist())
+    orders = []
+    for _ in range(2):  # two epochs
+        epoch = _lengths(training)
+        assert all(length == _bucket(rows) for length, rows in epoch)
+        assert sum(sorted((sorted(rows) for _, rows in epoch)), []) == everything
+        orders.append([rows for _, rows in epoch])
+    assert orders[0] != orders[1]  # the batches are shuffled anew each epoch

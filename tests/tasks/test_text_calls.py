@@ -155,8 +155,8 @@ def test_generate_equals_the_greedy_text_generation_pipeline(tmp_path, byte_pair
     backbone = kbert.from_huggingface(_saved(hf_model, tmp_path, "gpt2"))
     model = CausalLM(backbone, preprocessor=TextPreprocessor(BytePairTokenizer(vocabulary, merges), 32))
     pipe = _pipeline("text-generation", hf_model, hf_tokenizer)
-    prompts = ["The cat sat", "A big dog runs"]
-    texts = model.generate(prompts, max_new_tokens=6)
+    prompts = ["The cat sat", "The small house went home to the big dog", "A big dog runs"]
+    texts = model.generate(prompts, max_new_tokens=6, batch_size=2)  # by length: prompts 0 and 2, then 1
     for prompt, text in zip(prompts, texts):
         expected = pipe(prompt, max_new_tokens=6, do_sample=False, return_full_text=False)[0]["generated_text"]
         assert text == expected
@@ -217,6 +217,9 @@ def test_seq2seq_generate_text_equals_the_token_level_path(tmp_path):
     generated = [int(i) for i in generated]
     generated = generated[: generated.index(tokenizer.end_id)] if tokenizer.end_id in generated else generated
     assert text == (tokenizer.detokenize(np.array(generated, np.int32)).numpy().decode() if generated else "")
+    sources = ["the cat sat", "ada lovelace lived in london, the cat sat on the mat", "a big dog"]
+    texts = model.generate(sources, max_new_tokens=5, batch_size=2)  # by length, each batch to its bucket
+    assert texts == [model.generate(source, max_new_tokens=5) for source in sources]
 
 
 def test_saved_model_reads_text_in_a_fresh_process(tmp_path, tokenizer):
