@@ -115,6 +115,7 @@ EXAMPLES = {
     "long_document_classification": (("bert", "bigbird", "longformer"), ["--smoke"]),
     "masking_strategies": (("bert",), ["--smoke"]),
     "objectives_compared": (("bert", "xlnet"), ["--smoke"]),
+    "t5_objectives": (("t5",), ["--smoke", "--output", "{output}"]),
     "t5_span_corruption": (("t5",), ["--smoke"]),
     "tpu_fit": (("bert",), ["--model", "bert_tiny", "--num-layers", "1", "--steps", "2", "--batch-size", "4",
                             "--sequence-length", "32", "--documents", "40", "--vocabulary-size", "1000",

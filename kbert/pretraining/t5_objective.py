@@ -34,7 +34,7 @@ class T5Objective:
     `pad_id` where an example is shorter (prefix LM, drop tokens). Randomness
     is stateless: `draws(seed)` gives an example's random decisions and
     `__call__` applies them, so a map runs on any Keras backend and a seed
-    gives the same example every time. See docs/algorithms.md §9 and §26.
+    gives the same example every time. See docs/algorithms.md §9 and §25.
 
     Args:
         objective: one of `T5_OBJECTIVES`.

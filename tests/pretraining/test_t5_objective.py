@@ -1,5 +1,5 @@
 """T5Objective: each of the T5 paper's objectives against a NumPy reference of its examples, and its draws'
-statistics (T5 paper, Tables 4 and 6; docs/algorithms.md §26)."""
+statistics (T5 paper, Tables 4 and 6; docs/algorithms.md §25)."""
 
 import numpy as np
 import pytest
