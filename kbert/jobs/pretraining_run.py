@@ -8,8 +8,8 @@ and nothing else of it. The steps:
 
 1. read the corpus into documents and hold out every tenth document;
 2. learn the objective's vocabulary (WordPiece; byte-level BPE for `bart`;
-   words for `bilm`; SentencePiece with T5's sentinels for T5's objectives) from the training documents, or reuse the one in the
-   output folder when resuming the same run;
+   words for `bilm`; SentencePiece with T5's sentinels for T5's objectives)
+   from the training documents, or reuse the one in the output folder when resuming the same run;
 3. build the model (`--model`, one the objective trains, sized to the
    vocabulary, for a short run), the objective's pretrainer and an AdamW
    optimizer with warm-up and linear decay;
