@@ -56,11 +56,11 @@ def t5_data(objective, train_documents, held_out_documents, tokenizer, sequence_
     examples = t5_objective(objective, tokenizer, sequence_length)
     train = examples.dataset(corpus_ids(train_documents, tokenizer), batch_size, seed=seed, repeat=True)
     held_out = examples.dataset(corpus_ids(held_out_documents, tokenizer), batch_size, seed=seed + 1,
-                                shuffle=False).cache()
-    if not any(True for _ in held_out):
+                                shuffle=False)
+    if int(held_out.cardinality()) == 0:
         raise ValueError(f"The held-out documents (every {HELD_OUT_EVERY}th) fill no batch of {batch_size} x "
                          f"{sequence_length}; give a larger corpus or a smaller batch.")
-    return train, (held_out, train)
+    return train, (held_out.cache(), train)
 
 
 def _most_frequent_target(train, pad_id):

@@ -11,6 +11,7 @@ T5_OBJECTIVES = ("prefix_lm", "bert_style", "deshuffle", "mass", "span_corruptio
 
 # The share of BERT-style's corrupted tokens that become a random token instead of the mask (T5 §3.3.1).
 RANDOM_TOKEN_SHARE = 0.1
+_SHUFFLED = 1 << 16
 
 
 class T5Objective:
@@ -154,9 +155,9 @@ class T5Objective:
         """
         chunks = tf.data.Dataset.from_tensor_slices(tf.convert_to_tensor(token_ids, tf.int32))
         chunks = chunks.batch(self.raw_length, drop_remainder=True)
-        count = int(chunks.cardinality())
-        if shuffle:
-            chunks = chunks.shuffle(max(count, 1), seed=seed, reshuffle_each_iteration=True)
+        if shuffle:  # the whole corpus's chunks, up to a buffer of _SHUFFLED chunks
+            count = int(chunks.cardinality())
+            chunks = chunks.shuffle(min(max(count, 1), _SHUFFLED), seed=seed, reshuffle_each_iteration=True)
         if repeat:
             chunks = chunks.repeat()
         examples = chunks.enumerate().map(

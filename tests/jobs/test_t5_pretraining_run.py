@@ -110,6 +110,8 @@ def test_every_t5_objective_trains_the_t5_models(objective, corpus, tmp_path):
         (["--model", "t5_tiny", "--vocabulary-size", "100"],
          "kbert: A T5 vocabulary holds 100 sentinels and at least 8 pieces: --vocabulary-size must be at least 108; "
          "received 100."),
+        (["--model", "t5_tiny", "--vocabulary-size", "400", "--batch-size", "4096"],
+         "kbert: The held-out documents (every 10th) fill no batch of 4096 x 64"),
     ],
 )
 def test_bad_input_stops_with_one_line(arguments, message, corpus, tmp_path, capsys):
