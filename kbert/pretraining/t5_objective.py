@@ -49,9 +49,9 @@ class T5Objective:
 
     Example:
     >>> objective = T5Objective("drop_tokens", inputs_length=16, vocabulary_size=100, num_sentinels=10)
-    >>> objective.raw_length, objective.targets_length
-    (17, 4)
-    >>> example = objective(tf.range(10, 27), seed=[0, 1])
+    >>> objective.raw_length, objective.targets_length  # 18 − round(0.15·18) + EOS = 16 inputs
+    (18, 4)
+    >>> example = objective(tf.range(10, 28), seed=[0, 1])
     >>> example["inputs"].shape.as_list(), int(example["targets"][-1])
     ([16], 1)
     """
