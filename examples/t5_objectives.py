@@ -97,12 +97,12 @@ def _finetuned(backbone, tokenizer, train, validation, args, name, seed):
 
 def table(results, args):
     """The Markdown lines of the results beside the paper's column."""
-    lines = [f"| objective (T5 paper) | pretraining steps | BBC topics exact match (mean ± std, {args.seeds} "
+    lines = [f"| objective (T5 paper) | pretraining steps | BBC topics exact match, % (mean ± std, {args.seeds} "
              "seed(s)) | paper GLUE avg |", "|---|--:|--:|--:|"]
     for name, (steps, scores) in results.items():
         paper = f"{PAPER_GLUE[name]:.2f}" if name in PAPER_GLUE else "—"
         label = f"{name} ({PAPER_NAMES[name]})" if name in PAPER_NAMES else name
-        lines.append(f"| {label} | {steps} | {np.mean(scores):.3f} ± {np.std(scores):.3f} | {paper} |")
+        lines.append(f"| {label} | {steps} | {np.mean(scores):.1f} ± {np.std(scores):.1f} | {paper} |")
     return lines
 
 
@@ -144,7 +144,7 @@ def main(argv=None):
             else:
                 backbone, steps, seconds = _pretrained(name, documents, held_out, tokenizer, args, seed)
             scores.append(_finetuned(backbone, tokenizer, train, validation, args, f"{name}_{seed}", seed))
-            print(f"{name} seed {seed}: {steps} steps ({seconds:.0f} s), exact match {scores[-1]:.3f}", flush=True)
+            print(f"{name} seed {seed}: {steps} steps ({seconds:.0f} s), exact match {scores[-1]:.1f}%", flush=True)
         results[name] = steps, scores
     lines = table(results, args)
     print("\n".join(lines))
