@@ -1,6 +1,8 @@
 """`kbert pretrain` for T5: a short span-corruption run through the command, fine-tuned and asked; an exact
 resume after Ctrl-C; every T5 objective's run; bad input."""
 
+import contextlib
+import io
 import json
 import os
 import signal
@@ -29,11 +31,19 @@ def corpus(tmp_path_factory):
     return str(path)
 
 
-def test_a_span_corruption_run_through_the_command_fine_tunes_and_answers(corpus, tmp_path, capsys):
-    output = tmp_path / "run"
-    cli.main(["pretrain", "--objective", "span_corruption", "--corpus", corpus, "--steps", "3",
-              *(f"--{name.replace('_', '-')}={value}" for name, value in SMALL.items()), "--output", str(output)])
-    printed = capsys.readouterr().out
+@pytest.fixture(scope="module")
+def span_run(corpus, tmp_path_factory):
+    """`(output folder, printed lines)` of a 3-step span-corruption run through the command."""
+    output = tmp_path_factory.mktemp("span") / "run"
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(printed):
+        cli.main(["pretrain", "--objective", "span_corruption", "--corpus", corpus, "--steps", "3",
+                  *(f"--{name.replace('_', '-')}={value}" for name, value in SMALL.items()), "--output", str(output)])
+    return output, printed.getvalue()
+
+
+def test_a_span_corruption_run_through_the_command(span_run):
+    output, printed = span_run
     assert sorted(os.listdir(output)) == sorted([*OBJECTIVES["span_corruption"].outputs, "run.json"])
     metrics = json.loads((output / "metrics.json").read_text())
     assert (metrics["objective"], metrics["model"], metrics["vocabulary_size"]) == ("span_corruption", "t5_tiny", 400)
@@ -44,7 +54,11 @@ def test_a_span_corruption_run_through_the_command_fine_tunes_and_answers(corpus
     lm = keras.saving.load_model(output / "model.keras")
     assert isinstance(lm, Seq2SeqLM) and isinstance(lm.backbone, T5) and lm.backbone.dropout == 0.0
     assert lm.backbone.vocabulary_size == 400 and lm.backbone.num_layers == 2
-    # The run's one file fine-tunes on text to text, and the fine-tuned model answers `kbert predict`.
+
+
+@pytest.mark.backend_independent  # fine-tuning and predicting a T5 on each backend: tests/test_every_door.py
+def test_the_run_s_model_fine_tunes_on_text_to_text_and_answers_predict(span_run, tmp_path, capsys):
+    output, _ = span_run
     rows = [{"source": "topic: shares rose", "target": "business"}, {"source": "topic: a goal", "target": "sport"}]
     (tmp_path / "pairs.jsonl").write_text("\n".join(json.dumps(row) for row in rows * 4), encoding="utf-8")
     pairs = str(tmp_path / "pairs.jsonl")
