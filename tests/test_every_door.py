@@ -98,7 +98,7 @@ OBJECTIVES = {
     "elmo": ("bilm",),
     "bart": ("bart",),
     "xlnet": ("plm",),
-    "t5": ("span_corruption",),
+    "t5": ("span_corruption", "prefix_lm", "bert_style", "deshuffle", "mass", "drop_tokens"),
 }
 ENCODER_TASKS = ("classify", "regress", "tag", "qa", "choice")
 XLNET_TASKS = ("classify", "tag")  # XLNet's layout (kbert.text.last_token_layout); qa and choice are the encoders'
@@ -150,6 +150,10 @@ ELSEWHERE = {
     ("bart", "pretrain_bart"): "tests/jobs/test_bart_pretraining_run.py::test_short_bart_run_through_the_command",
     ("t5", "pretrain_span_corruption"):
         "tests/jobs/test_t5_pretraining_run.py::test_a_span_corruption_run_through_the_command",
+    ("t5", "pretrain_deshuffle"):
+        "tests/jobs/test_t5_pretraining_run.py::test_an_interrupted_run_resumes_and_ends_as_an_uninterrupted_one",
+    **{("t5", f"pretrain_{objective}"): "tests/jobs/test_t5_pretraining_run.py::test_every_t5_objective_trains_the_t5_models"
+       for objective in ("prefix_lm", "bert_style", "mass", "drop_tokens")},
     ("bert", "finetune_classify"): "tests/test_cli.py::test_finetune_runs_with_the_options_given",
     **{("bert", f"finetune_{task}"): _FINETUNING for task in ("regress", "tag", "qa", "choice")},
     ("t5", "finetune_text"):
