@@ -1,6 +1,6 @@
 """Every pretraining objective of the lectures on the same small model at equal compute, then fine-tuned.
 
-    KERAS_BACKEND=jax python examples/objectives_compared.py [--mlm-steps 600] [--output FILE] [--smoke]
+    KERAS_BACKEND=jax python examples/objectives_compared.py [--mlm-steps 600] [--seeds 3] [--output FILE] [--smoke]
 
 The same small encoder (`bert_tiny`: 2 layers, H 128, 2 heads, I 512; pre-LN,
 no dropout, as `kbert pretrain` trains it) is pretrained on `kbert pretrain`'s
@@ -38,10 +38,17 @@ the left):
   examples/masking_strategies.py's `word_tag`, the score is the span-level
   F1 of `kbert finetune --task tag` (a span counts only if both ends are right).
 
-The table prints the lectures' claims beside the rows: ELECTRA beats MLM at
-equal compute (Clark et al. 2020), NSP does not help (Liu et al. 2019,
-RoBERTa), span masking helps span tasks (Joshi et al. 2020, SpanBERT). One
-seed (`--seed`, 0) per row.
+A row more, "from scratch", fine-tunes the same bert_tiny from random
+initialisation: the budget tells the objectives apart only where MLM beats it
+clearly. Every row runs `--seeds` seeds (the pretraining, and both fine-tunes;
+the corpus split, vocabulary and task data stay those of `--seed`) and the
+table gives mean ± standard deviation. The verdicts (`verdicts`) read each of
+the lectures' claims off the means: ELECTRA beats MLM at equal compute (Clark
+et al. 2020), NSP does not help (Liu et al. 2019, RoBERTa), span masking
+helps span tasks (Joshi et al. 2020, SpanBERT), StructBERT's and XLNet's
+objectives beat MLM (Wang et al. 2020; Yang et al. 2019): "holds" or "does
+not hold" where the difference of the means exceeds twice its standard error
+over the seeds, else "cannot tell at this budget"; with the margin.
 """
 
 import argparse
@@ -72,10 +79,22 @@ ROWS = {
     "structbert": ("StructBERT", "bert_tiny"),
     "plm": ("XLNet PLM", "xlnet_tiny"),
 }
+SCRATCH = "scratch"
 CLAIMS = {
     "mlm_nsp": "NSP does not help (RoBERTa): expect <= MLM",
     "span": "span masking helps span tasks (SpanBERT): expect span F1 > MLM",
     "electra": "ELECTRA beats MLM at equal compute: expect > MLM",
+    "structbert": "StructBERT's objectives help: expect > MLM",
+    "plm": "XLNet's PLM helps: expect > MLM",
+}
+# claim -> (row, the row it is compared with, the score, whether the claim is that the row is higher)
+VERDICTS = {
+    "MLM pretraining beats from scratch (the budget can tell)": ("mlm", SCRATCH, "accuracy", True),
+    "ELECTRA beats MLM at equal compute (BBC accuracy)": ("electra", "mlm", "accuracy", True),
+    "NSP does not help (BBC accuracy)": ("mlm_nsp", "mlm", "accuracy", False),
+    "span masking helps span tasks (span F1)": ("span", "mlm", "span_f1", True),
+    "StructBERT's gains (BBC accuracy)": ("structbert", "mlm", "accuracy", True),
+    "XLNet's gains (BBC accuracy)": ("plm", "mlm", "accuracy", True),
 }
 SPAN_TAGS = ("B-NAME", "I-NAME", "O")
 SBO_POSITION_DIM = 200  # `SpanBertPretrainer`'s offset table width
@@ -165,14 +184,14 @@ def span_task(documents, count, seed):
 # --- the runs ------------------------------------------------------------------------------------------
 
 
-def pretrain(objective, tokenizer, train_documents, held_out_documents, args):
+def pretrain(objective, tokenizer, train_documents, held_out_documents, args, seed):
     """`(backbone, held-out report, steps, FLOPs)`: the catalog's run of `objective` at the MLM run's FLOPs."""
     record = OBJECTIVES[objective]
-    keras.utils.set_random_seed(args.seed)
+    keras.utils.set_random_seed(seed)
     backbone = record.model(ROWS[objective][1], tokenizer)
     pretrainer = record.pretrainer(backbone, tokenizer)
     train, held_out = record.data(train_documents, held_out_documents, tokenizer, args.length, args.batch_size,
-                                  args.seed)
+                                  seed)
     x, _ = next(iter(train))
     step_flops = training_flops(objective, pretrainer, backbone, x)
     steps = max(round(args.budget / step_flops), 1)
@@ -191,12 +210,12 @@ def mlm_budget(tokenizer, train_documents, held_out_documents, args):
     return args.mlm_steps * training_flops("mlm", record.pretrainer(backbone, tokenizer), backbone, x)
 
 
-def fine_tune(task, backbone, tokenizer, data, output, args):
+def fine_tune(task, backbone, tokenizer, data, output, args, seed):
     """The jobs' `finetune` of a copy of `backbone` (the other task starts from the same weights)."""
     copy = type(backbone).from_config(backbone.get_config())
     copy.set_weights(backbone.get_weights())
     return finetune(task, copy, tokenizer, *data, output, epochs=args.task_epochs, batch_size=args.batch_size,
-                    learning_rate=args.task_learning_rate, sequence_length=args.task_length, seed=args.seed,
+                    learning_rate=args.task_learning_rate, sequence_length=args.task_length, seed=seed,
                     log=lambda line: None)
 
 
@@ -205,11 +224,17 @@ def held_out_accuracy(report):
     return next(value for name, value in report.items() if name.startswith("held_out") and "accuracy" in name)
 
 
+def _mean_std(runs, score):
+    values = [run[score] for run in runs]
+    return f"{np.mean(values):.3f} ± {np.std(values):.3f}"
+
+
 def table(results, args):
     lines = [
         f"Objectives at equal compute: {args.mlm_steps} MLM steps of {args.batch_size} x {args.length} "
-        f"({results['mlm']['flops'] / 1e12:.2f} TFLOPs per run), bert_tiny-sized models (PLM: xlnet_tiny, "
-        f"same size), seed {args.seed}, backend {keras.backend.backend()}.",
+        f"({results['mlm'][0]['flops'] / 1e12:.2f} TFLOPs per run), bert_tiny-sized models (PLM: xlnet_tiny, "
+        f"same size), seeds {args.seed}..{args.seed + args.seeds - 1} (mean ± std), backend "
+        f"{keras.backend.backend()}.",
         f"Fine-tuning: {args.task_epochs} epochs at {args.task_length} tokens, learning rate "
         f"{args.task_learning_rate:g}; BBC News {args.bbc_train or 'all'} training articles; span tagging "
         f"{args.tag_train} training and {args.tag_test} held-out sentences.",
@@ -222,11 +247,37 @@ def table(results, args):
         "|-----------|------:|----------------:|-------------:|-------------:|--------:|--------:|---------------------"
         "|",
     ]
-    for objective, row in results.items():
-        lines.append(f"| {ROWS[objective][0]} | {row['steps']} | {row['lm']:.3f} | {row['accuracy']:.3f} | "
-                     f"{row['macro_f1']:.3f} | {row['span_f1']:.3f} | {row['minutes']:.1f} | "
-                     f"{CLAIMS.get(objective, '')} |")
-    return "\n".join(lines)
+    for objective, runs in results.items():
+        name = "from scratch" if objective == SCRATCH else ROWS[objective][0]
+        lines.append(f"| {name} | {runs[0]['steps']} | {_mean_std(runs, 'lm')} | {_mean_std(runs, 'accuracy')} | "
+                     f"{_mean_std(runs, 'macro_f1')} | {_mean_std(runs, 'span_f1')} | "
+                     f"{np.mean([run['minutes'] for run in runs]):.1f} | {CLAIMS.get(objective, '')} |")
+    return "\n".join(lines + ["", *verdicts(results)])
+
+
+def verdicts(results):
+    """One line per claim of `VERDICTS` whose rows ran: holds, does not hold, or cannot tell, with the margin.
+
+    The margin is the difference of the means; it tells where it exceeds twice
+    its standard error over the seeds (`std/√n` of each row, combined).
+
+    >>> runs = {"mlm": [{"accuracy": a} for a in (0.5, 0.52)], "scratch": [{"accuracy": a} for a in (0.3, 0.31)]}
+    >>> verdicts(runs)[0]
+    '- MLM pretraining beats from scratch (the budget can tell): holds (margin +0.205 ± 0.008 standard error)'
+    """
+    lines = []
+    for claim, (row, other, score, higher) in VERDICTS.items():
+        if row not in results or other not in results:
+            continue
+        a, b = ([run[score] for run in results[name]] for name in (row, other))
+        margin = np.mean(a) - np.mean(b)
+        error = float(np.sqrt(np.var(a) / len(a) + np.var(b) / len(b)))
+        if abs(margin) <= 2 * error or margin == 0:
+            answer = "cannot tell at this budget"
+        else:
+            answer = "holds" if (margin > 0) == higher else "does not hold"
+        lines.append(f"- {claim}: {answer} (margin {margin:+.3f} ± {error:.3f} standard error)")
+    return lines
 
 
 def parse_arguments():
@@ -244,7 +295,8 @@ def parse_arguments():
     parser.add_argument("--task-epochs", type=int, default=2)
     parser.add_argument("--task-length", type=int, default=128, help="fine-tuning sequence length")
     parser.add_argument("--task-learning-rate", type=float, default=DEMO_LEARNING_RATE)
-    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--seed", type=int, default=0, help="the data's seed, and the first run's")
+    parser.add_argument("--seeds", type=int, default=3, help="runs per row, seeds --seed, --seed + 1, ...")
     parser.add_argument("--only", nargs="+", choices=list(ROWS), help="run only these objectives (mlm always)")
     parser.add_argument("--output", help="also write the table to this file")
     parser.add_argument("--smoke", action="store_true", help="tiny sizes: check that the script runs")
@@ -252,8 +304,26 @@ def parse_arguments():
     if args.smoke:
         args.mlm_steps, args.batch_size, args.length, args.vocabulary_size, args.documents = 2, 4, 32, 600, 30
         args.bbc_train, args.bbc_validation, args.tag_train, args.tag_test = 8, 8, 8, 8
-        args.task_epochs, args.task_length = 1, 32
+        args.task_epochs, args.task_length, args.seeds = 1, 32, 1
     return args
+
+
+def run(objective, seed, tokenizer, train_documents, held_out, bbc, spans, output, args):
+    """One row's run with `seed`: pretrained (from scratch: a fresh bert_tiny) then fine-tuned on both tasks."""
+    start = time.perf_counter()
+    if objective == SCRATCH:
+        keras.utils.set_random_seed(seed)
+        backbone, steps, flops = OBJECTIVES["mlm"].model("bert_tiny", tokenizer), 0, 0
+        report = {"held_out_accuracy": float("nan")}  # no pretraining objective
+    else:
+        backbone, report, steps, flops = pretrain(objective, tokenizer, train_documents, held_out, args, seed)
+    topics = fine_tune("classify", backbone, tokenizer, bbc, os.path.join(output, "bbc"), args, seed)
+    tagging = fine_tune("tag", backbone, tokenizer, spans, os.path.join(output, "tag"), args, seed)
+    row = dict(steps=steps, flops=flops, lm=held_out_accuracy(report), accuracy=topics["accuracy"],
+               macro_f1=topics["macro_f1"], span_f1=tagging["f1"], minutes=(time.perf_counter() - start) / 60)
+    print(f"{objective} seed {seed}: {steps} steps, {flops / 1e12:.3f} TFLOPs, BBC accuracy "
+          f"{topics['accuracy']:.3f}, span F1 {tagging['f1']:.3f} ({row['minutes']:.1f} min)", flush=True)
+    return row
 
 
 def main():
@@ -272,17 +342,10 @@ def main():
     objectives = [name for name in ROWS if not args.only or name in args.only or name == "mlm"]
     results, output = {}, tempfile.mkdtemp(prefix="objectives_compared_")
     args.budget = mlm_budget(tokenizer, train_documents, held_out, args)
-    for objective in objectives:
-        start = time.perf_counter()
-        backbone, report, steps, flops = pretrain(objective, tokenizer, train_documents, held_out, args)
-        topics = fine_tune("classify", backbone, tokenizer, bbc, os.path.join(output, objective, "bbc"), args)
-        tagging = fine_tune("tag", backbone, tokenizer, spans, os.path.join(output, objective, "tag"), args)
-        results[objective] = dict(steps=steps, flops=flops, lm=held_out_accuracy(report),
-                                  accuracy=topics["accuracy"], macro_f1=topics["macro_f1"], span_f1=tagging["f1"],
-                                  minutes=(time.perf_counter() - start) / 60)
-        print(f"{ROWS[objective][0]}: {steps} steps, {flops / 1e12:.3f} TFLOPs, BBC accuracy "
-              f"{topics['accuracy']:.3f}, span F1 {tagging['f1']:.3f} ({results[objective]['minutes']:.1f} min)",
-              flush=True)
+    for objective in (*objectives, SCRATCH):
+        results[objective] = [run(objective, seed, tokenizer, train_documents, held_out, bbc, spans,
+                                  os.path.join(output, objective, str(seed)), args)
+                              for seed in range(args.seed, args.seed + args.seeds)]
     print_report(table(results, args), args.output)
 
 

@@ -47,6 +47,8 @@ OBJECTIVES = {
     "clm": "GPT: with --model gpt2_tiny, gpt2_base ...",
     "bilm": "ELMo: with --model elmo_small or elmo_original",
     "bart": "denoising; with --model bart_tiny or another BART",
+    "span_corruption": "T5: with --model t5_tiny, t5_small ...",
+    "prefix_lm": "T5", "bert_style": "T5", "deshuffle": "T5", "mass": "T5", "drop_tokens": "T5",
 }
 
 

@@ -2,10 +2,11 @@
 
 `OBJECTIVES[name]` holds, for `mlm_nsp` (BERT), `mlm` (RoBERTa), `sop`
 (ALBERT), `span` (SpanBERT), `electra`, `structbert`, `plm` (XLNet), `clm`
-(GPT-2), `bilm` (ELMo) and `bart`: the models it trains, its vocabulary kind, how its model and
+(GPT-2), `bilm` (ELMo), `bart`, and T5's `span_corruption`, `prefix_lm`,
+`bert_style`, `deshuffle`, `mass` and `drop_tokens`: the models it trains, its vocabulary kind, how its model and
 pretrainer are built for a short run, its data and its report. The data and
-reports live in `language_model_objectives`, `bilm_objective` and
-`bart_objective`; an objective more is one record more here.
+reports live in `language_model_objectives`, `bilm_objective`,
+`bart_objective` and `t5_objectives`; an objective more is one record more here.
 
 >>> OBJECTIVES["clm"].default_model, OBJECTIVES["bart"].outputs[:2]
 ('gpt2_tiny', ('vocab.json', 'merges.txt'))
@@ -17,13 +18,15 @@ from kbert.jobs.bart_objective import BART_DENOISING, bart_data
 from kbert.jobs.bilm_objective import BILM, bilm_data
 from kbert.jobs.language_model_objectives import MASKED_LM, NEXT_TOKEN, PERMUTATION_LM, token_data
 from kbert.jobs.pretraining_objective import TRAINS_ALONE, PretrainingObjective
-from kbert.jobs.vocabulary_kind import BYTE_LEVEL_BPE, WORD_PIECE, WORDS
+from kbert.jobs.t5_objectives import T5_REPORT, t5_data
+from kbert.jobs.vocabulary_kind import BYTE_LEVEL_BPE, SENTENCE_PIECE, WORD_PIECE, WORDS
 from kbert.models.presets import BART_PRESETS, ELMO_PRESETS, GPT2_PRESETS, PRESETS, T5_PRESETS, XLNET_PRESETS, build
 from kbert.pretraining.bert_pretrainer import BertPretrainer
 from kbert.pretraining.bilm_pretrainer import BiLMPretrainer
 from kbert.pretraining.electra_pretrainer import ElectraPretrainer
 from kbert.pretraining.span_bert_pretrainer import SpanBertPretrainer
 from kbert.pretraining.struct_bert_pretrainer import StructBertPretrainer
+from kbert.pretraining.t5_objective import T5_OBJECTIVES
 from kbert.pretraining.xlnet_pretrainer import XLNetPretrainer
 from kbert.tasks.causal_lm import CausalLM
 from kbert.tasks.seq2seq_lm import Seq2SeqLM
@@ -87,6 +90,14 @@ def _masked_lm(objective, pretrainer, use_pooler=False):
         data=functools.partial(token_data, objective), report=MASKED_LM)
 
 
+def _t5(objective):
+    """One of T5's objectives (`kbert.pretraining.T5Objective`); the T5 presets train with each of them."""
+    return PretrainingObjective(
+        models=T5_PRESETS, default_model="t5_tiny", model_kind="the T5 models", refusal=None,
+        vocabulary=SENTENCE_PIECE, model=_without_dropout, pretrainer=lambda backbone, tokenizer: Seq2SeqLM(backbone),
+        data=functools.partial(t5_data, objective), report=T5_REPORT)
+
+
 OBJECTIVES = {
     "mlm_nsp": _masked_lm("mlm_nsp", functools.partial(_bert, "nsp"), use_pooler=True),
     "mlm": _masked_lm("mlm", functools.partial(_bert, None)),
@@ -114,12 +125,7 @@ OBJECTIVES = {
         refusal="The bart objective pretrains a BART; {model} is not one (choose one of {models}).",
         vocabulary=BYTE_LEVEL_BPE, model=_without_dropout,
         pretrainer=lambda backbone, tokenizer: Seq2SeqLM(backbone), data=bart_data, report=BART_DENOISING),
+    # Span corruption first: the T5 models are refused for the other objectives in its words.
+    **{objective: _t5(objective) for objective in sorted(T5_OBJECTIVES, key=lambda o: o != "span_corruption")},
 }
 """The objectives of `kbert pretrain`, by name."""
-
-# The presets no objective here pretrains, and where to pretrain them instead (formatted with `model`).
-NOT_PRETRAINED = dict.fromkeys(
-    T5_PRESETS,
-    "kbert pretrain trains encoders and decoders; {model} is an encoder-decoder (pretrain BART with "
-    "--objective bart, T5 with kbert.pretraining.SpanCorruption and kbert.tasks.Seq2SeqLM).",
-)

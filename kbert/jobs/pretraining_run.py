@@ -8,8 +8,8 @@ and nothing else of it. The steps:
 
 1. read the corpus into documents and hold out every tenth document;
 2. learn the objective's vocabulary (WordPiece; byte-level BPE for `bart`;
-   words for `bilm`) from the training documents, or reuse the one in the
-   output folder when resuming the same run;
+   words for `bilm`; SentencePiece with T5's sentinels for T5's objectives)
+   from the training documents, or reuse the one in the output folder when resuming the same run;
 3. build the model (`--model`, one the objective trains, sized to the
    vocabulary, for a short run), the objective's pretrainer and an AdamW
    optimizer with warm-up and linear decay;
@@ -20,12 +20,13 @@ and nothing else of it. The steps:
    into the same output with other arguments is refused unless `overwrite`;
 5. evaluate on the held-out documents (masked-LM or next-token loss and
    accuracy next to always predicting the most frequent training token;
-   perplexities for `bilm`; denoising loss and accuracy for `bart`);
+   perplexities for `bilm`; denoising loss and accuracy for `bart`; for T5's
+   objectives, target loss and accuracy beside the most frequent target);
 6. save the model (`model.keras`), the vocabulary, the metrics
    (`metrics.json`) and the learning curve (`learning_curve.png`, each
    step's training loss), and print the objective's demo (fill in the
    blank; continuations for `clm`, next words for `bilm`, reconstructions
-   for `bart`).
+   for `bart`, corrupted texts and the model's filled spans for T5).
 
 The CLI reads the corpus into memory to split it; `pretraining_dataset`
 itself streams.
@@ -45,7 +46,7 @@ import keras
 from kbert.backend_utils import set_random_seed
 from kbert.distribute import DistributedTraining
 from kbert.jobs.extras import require_packages
-from kbert.jobs.objective_catalog import NOT_PRETRAINED, OBJECTIVES
+from kbert.jobs.objective_catalog import OBJECTIVES
 from kbert.jobs.pretraining_objective import TRAINS_ALONE
 from kbert.jobs.run_outputs import HELD_OUT_EVERY, STEPS_PER_EPOCH, completed_run, run_optimizer, save_run
 from kbert.models.presets import build
@@ -148,8 +149,6 @@ def _check_model(model, objective):
     owner = next((name for name, other in OBJECTIVES.items() if model in other.models), None)
     if owner:
         raise OBJECTIVES[owner].refuse(owner, model, objective, TRAINS_ALONE)
-    if model in NOT_PRETRAINED:
-        raise ValueError(NOT_PRETRAINED[model].format(model=model))
     build(model)  # an unknown name: raises its error, with close matches
     raise ValueError(f"kbert pretrain has no objective that trains {model}.")
 

@@ -46,6 +46,7 @@ from kbert.models.presets import (
     t5_base,
     t5_large,
     t5_small,
+    t5_tiny,
     t5_v1_1_base,
     t5_v1_1_small,
     xlnet_base,

@@ -108,6 +108,8 @@ PRESETS = {
 }
 
 T5_PRESETS = {
+    # No released model: T5 v1.0 blocks at BERT-Tiny's size (key width 64), for short runs and tests.
+    "t5_tiny": {**_T5_V1_0, **_size(2, 128, 2, 512)},
     "t5_small": {**_T5_V1_0, **_size(6, 512, 8, 2048)},
     "t5_base": {**_T5_V1_0, **_size(12, 768, 12, 3072)},
     "t5_large": {**_T5_V1_0, **_size(24, 1024, 16, 4096)},
@@ -311,6 +313,11 @@ def longformer_base(**overrides):
     148,659,456 parameters.
     """
     return build("longformer_base", **overrides)
+
+
+def t5_tiny(**overrides):
+    """T5 v1.0 blocks at BERT-Tiny's size (L2 H128 A2 I512, V 32128), no released model: 5,031,552 parameters."""
+    return build("t5_tiny", **overrides)
 
 
 def t5_small(**overrides):

@@ -1,7 +1,7 @@
 """Pretraining: masking, example building, the objectives' models, optimisers, the main job.
 
 The example builders (`MaskedLMMasker`, `SpanMasker`, `PermutationMasker`, `pretraining_dataset`,
-`SpanCorruption`, `BartDenoising`)
+`SpanCorruption`, `T5Objective`, `BartDenoising`)
 run in `tf.data` on any backend and import TensorFlow only when called; the
 pretrainer models run on the Keras backend.
 
@@ -28,6 +28,7 @@ from kbert.pretraining.span_bert_pretrainer import SpanBertPretrainer
 from kbert.pretraining.span_corruption import SpanCorruption, span_corruption_lengths
 from kbert.pretraining.span_masker import SpanMasker
 from kbert.pretraining.struct_bert_pretrainer import StructBertPretrainer
+from kbert.pretraining.t5_objective import T5_OBJECTIVES, T5Objective
 from kbert.pretraining.trigram_shuffler import TrigramShuffler
 from kbert.training.warmup_linear_decay import WarmupLinearDecay
 from kbert.pretraining.xlnet_pretrainer import XLNetPretrainer
@@ -47,6 +48,8 @@ __all__ = [
     "SpanCorruption",
     "SpanMasker",
     "StructBertPretrainer",
+    "T5_OBJECTIVES",
+    "T5Objective",
     "TrigramShuffler",
     "WarmupLinearDecay",
     "XLNetPretrainer",

@@ -19,7 +19,7 @@ def span_corruption_lengths(inputs_length, noise_density=0.15, mean_noise_span_l
         raise ValueError(f"inputs_length must be at least 3; received {inputs_length}.")
 
     def lengths(raw):
-        noise, spans = _counts(raw, noise_density, mean_noise_span_length)
+        noise, spans = noise_counts(raw, noise_density, mean_noise_span_length)
         return raw - noise + spans + 1, noise + spans + 1
 
     raw = inputs_length - 1
@@ -28,8 +28,12 @@ def span_corruption_lengths(inputs_length, noise_density=0.15, mean_noise_span_l
     return raw, lengths(raw)[1]
 
 
-def _counts(length, noise_density, mean_noise_span_length):
-    """Noise tokens and noise spans for `length` tokens (docs/algorithms.md §9)."""
+def noise_counts(length, noise_density, mean_noise_span_length):
+    """`(noise tokens, noise spans)` for `length` tokens (docs/algorithms.md §9).
+
+    >>> noise_counts(568, 0.15, 3.0)
+    (85, 28)
+    """
     length = max(length, 2)
     noise = min(max(int(round(length * noise_density)), 1), length - 1)
     spans = max(int(round(noise / mean_noise_span_length)), 1)
@@ -96,7 +100,7 @@ class SpanCorruption:
         self.raw_length, self.targets_length = span_corruption_lengths(
             self.inputs_length, self.noise_density, self.mean_noise_span_length
         )
-        self.num_noise, self.num_spans = _counts(
+        self.num_noise, self.num_spans = noise_counts(
             self.raw_length, self.noise_density, self.mean_noise_span_length
         )
 
@@ -133,8 +137,10 @@ class SpanCorruption:
                 f"SpanCorruption expects token_ids of shape ({self.raw_length},) for "
                 f"inputs_length={self.inputs_length}; received {token_ids.shape}."
             )
-        token_ids = tf.ensure_shape(token_ids, [self.raw_length])
-        noise = self.noise_mask(seed)
+        return self.corrupt(tf.ensure_shape(token_ids, [self.raw_length]), self.noise_mask(seed))
+
+    def corrupt(self, token_ids, noise):
+        """`{"inputs", "targets"}` of `token_ids` `(raw_length,)` with the spans of `noise` (from `noise_mask`)."""
         inputs = self._with_sentinels(token_ids, noise)
         targets = self._with_sentinels(token_ids, tf.logical_not(noise))
         return {
@@ -159,16 +165,26 @@ class SpanCorruption:
             traced_as_written(lambda index, ids: self(ids, seed=tf.stack([tf.cast(seed, tf.int64), index]))),
             num_parallel_calls=tf.data.AUTOTUNE,
         )
+        return seq2seq_batches(examples, batch_size)
 
-        def to_model(example):
-            targets = example["targets"]
-            decoder = tf.concat([tf.zeros_like(targets[:, :1]), targets[:, :-1]], axis=1)
-            inputs = {
-                "encoder_token_ids": example["inputs"],
-                "encoder_padding_mask": tf.ones_like(example["inputs"]),
-                "decoder_token_ids": decoder,
-                "decoder_padding_mask": tf.ones_like(targets),
-            }
-            return inputs, targets
 
-        return examples.batch(batch_size, drop_remainder=True).map(traced_as_written(to_model))
+def seq2seq_batches(examples, batch_size, pad_id=0):
+    """`{"inputs", "targets"}` examples to `(model inputs, targets)` batches for `kbert.tasks.Seq2SeqLM.fit`.
+
+    Batched with the remainder dropped (static shapes); the decoder reads the
+    targets shifted right behind the start id 0 (T5's pad), and the padding
+    masks mark the ids that are not `pad_id`.
+    """
+
+    def to_model(example):
+        targets = example["targets"]
+        decoder = tf.concat([tf.zeros_like(targets[:, :1]), targets[:, :-1]], axis=1)
+        inputs = {
+            "encoder_token_ids": example["inputs"],
+            "encoder_padding_mask": tf.cast(tf.not_equal(example["inputs"], pad_id), tf.int32),
+            "decoder_token_ids": decoder,
+            "decoder_padding_mask": tf.cast(tf.not_equal(targets, pad_id), tf.int32),
+        }
+        return inputs, targets
+
+    return examples.batch(batch_size, drop_remainder=True).map(traced_as_written(to_model))

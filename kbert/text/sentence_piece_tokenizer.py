@@ -29,13 +29,17 @@ def train_sentence_piece(
     unknown_id=2,
     character_coverage=1.0,
     control_symbols=(),
+    sentinels=0,
 ):
     """Train a SentencePiece model on an iterable of sentences; returns the model bytes.
 
     The ids follow T5: pad 0, EOS 1, unknown 2, no BOS; `control_symbols`
     (e.g. ALBERT's `("[CLS]", "[SEP]")`) come next, pieces that text never
-    produces. Save the bytes as a `.model` file or pass them to
-    `SentencePieceTokenizer` directly.
+    produces. `sentinels` pieces `<extra_id_i>` are appended above the
+    `vocabulary_size` learned ones, `<extra_id_0>` at the top (T5's layout,
+    `kbert.pretraining.SpanCorruption`'s); text that spells one out tokenizes
+    to it, and it detokenizes to its name. Save the bytes as a `.model` file
+    or pass them to `SentencePieceTokenizer` directly.
 
     Example:
     ```python
@@ -62,7 +66,20 @@ def train_sentence_piece(
         control_symbols=list(control_symbols),
         minloglevel=2,
     )
-    return buffer.getvalue()
+    return _with_sentinels(buffer.getvalue(), sentinels) if sentinels else buffer.getvalue()
+
+
+def _with_sentinels(model, sentinels):
+    """The model bytes with `<extra_id_{sentinels-1}>` … `<extra_id_0>` appended as user-defined pieces."""
+    from sentencepiece import sentencepiece_model_pb2
+
+    proto = sentencepiece_model_pb2.ModelProto()
+    proto.ParseFromString(model)
+    for index in reversed(range(sentinels)):
+        piece = proto.pieces.add()
+        piece.piece, piece.score = f"<extra_id_{index}>", 0.0
+        piece.type = sentencepiece_model_pb2.ModelProto.SentencePiece.USER_DEFINED
+    return proto.SerializeToString()
 
 
 class SentencePieceTokenizer:

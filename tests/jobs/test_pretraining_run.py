@@ -196,7 +196,7 @@ def test_a_rerun_with_other_arguments_is_refused_naming_them(uninterrupted, corp
         (["--sequence-length", "3"], "kbert: Sequence length 3 is outside [8, 512]: at least the pair packing's"),
         (["--objective", "mlm_sop"], "kbert: Unknown objective 'mlm_sop'"),
         (["--model", "bert_huge"], "kbert: Unknown model 'bert_huge'"),
-        (["--model", "t5_small"], "kbert: kbert pretrain trains encoders and decoders; t5_small is an encoder-decoder"),
+        (["--model", "t5_small"], "kbert: --objective span_corruption trains the T5 models (t5_tiny, t5_small,"),
         (["--model", "gpt2_tiny"], "kbert: --objective clm trains the decoders (gpt2_tiny, gpt2_base,"),
         (["--objective", "clm"], "kbert: --objective clm trains the decoders (gpt2_tiny, gpt2_base,"),
         (["--model", "gpt2_tiny", "--objective", "clm", "--sequence-length", "2048"],

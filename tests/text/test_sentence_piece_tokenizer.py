@@ -118,6 +118,22 @@ def test_special_pieces(tmp_path):
     assert (t5_like.cls_id, t5_like.sep_id) == (None, None)
 
 
+def test_sentinels_sit_at_the_top_as_t5_s(model_bytes):
+    plain = SentencePieceTokenizer(model_bytes)
+    with_sentinels = train_sentence_piece(SENTENCES, vocabulary_size=120, sentinels=3)
+    tokenizer = SentencePieceTokenizer(with_sentinels)
+    top = tokenizer.vocabulary_size - 1
+    assert tokenizer.vocabulary_size == plain.vocabulary_size + 3
+    assert tokenizer.id_to_piece([top, top - 2]).numpy().tolist() == [b"<extra_id_0>", b"<extra_id_2>"]
+    # Text that spells a sentinel out is that id, as the sentencepiece package reads the same model.
+    reference = sentencepiece.SentencePieceProcessor(model_proto=with_sentinels)
+    text = "The fox <extra_id_1> the dog."
+    assert tokenizer.tokenize(text).numpy().tolist() == reference.encode(text)
+    assert top - 1 in reference.encode(text)
+    assert tokenizer.detokenize([[top, 5, top - 1]]).numpy()[0] == reference.decode([top, 5, top - 1]).encode()
+    assert b"<extra_id_0>" in tokenizer.detokenize([[top, 5]]).numpy()[0]
+
+
 def test_offsets_bad_input(model_bytes):
     tokenizer = SentencePieceTokenizer(model_bytes)
     with pytest.raises(ValueError, match="1-D batch of strings"):
