@@ -65,6 +65,7 @@ def train_sentence_piece(
         hard_vocab_limit=False,
         control_symbols=list(control_symbols),
         minloglevel=2,
+        num_threads=1,  # one thread: the same sentences give the same model (a run's vocabulary reproduces)
     )
     return _with_sentinels(buffer.getvalue(), sentinels) if sentinels else buffer.getvalue()
 

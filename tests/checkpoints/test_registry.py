@@ -19,6 +19,7 @@ KBERT_MODEL_TYPES = [
     "gpt2",
     "longformer",
     "roberta",
+    "roberta-prelayernorm",
     "t5",
     "xlm-roberta",
     "xlnet",

@@ -243,7 +243,7 @@ def test_a_hugging_face_generator_writes_text(kind, tmp_path, capsys):
     (["--text", "bob", "--input", "x.jsonl"], "--text or --input"),
     (["--input", "BAD"], "bad.jsonl, line 2: not JSON"),
     (["--input", "EMPTY"], "empty.jsonl holds no inputs (the file is empty, or blank lines only)"),
-    (["--input", "LATE", "--batch-size", "1"], "late.jsonl, line 4: text 0 is empty"),
+    (["--input", "LATE", "--batch-size", "1"], 'late.jsonl, line 4: the "text" is empty'),
     (["--input", "BAD", "--batch-size", "0"], "--batch-size must be at least 1; received 0"),
     (["--text", "bob", "--top-k", "0"], "--top-k must be at least 1"),
 ])
