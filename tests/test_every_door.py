@@ -409,7 +409,7 @@ def _exported_logits(format, output, inputs, texts):
     import onnxruntime
 
     session = onnxruntime.InferenceSession(os.path.join(output, "model.onnx"))
-    return session.run(None, {i.name: inputs[i.name] for i in session.get_inputs()})[0]
+    return session.run(None, {i.name: inputs[i.name].astype("int64") for i in session.get_inputs()})[0]
 
 
 def _export(family, capsys, text_models, tmp_path, **_):
