@@ -6,7 +6,7 @@
 # thread: with three runs on two cores its threads would spin-wait for each
 # other (a small LSTM step took 0.5 s with two threads, 5 ms with one).
 # Each run leaves a JUnit report in test-reports/; the 30 slowest tests of
-# each backend are printed at the end (scripts/test_durations.py).
+# each backend are printed before the runs' logs (scripts/test_durations.py).
 set -u
 cd "$(dirname "$0")/.."
 PY=${PY:-.venv/bin/python}
@@ -25,10 +25,10 @@ status=0
 for i in 0 1 2; do
     wait "${pids[$i]}" || status=1
 done
-for backend in tensorflow jax torch; do
+"$PY" scripts/test_durations.py "$REPORTS" --top 30
+for backend in tensorflow jax torch; do  # last, so that each run's closing line ends the output
     echo "=== KERAS_BACKEND=$backend ==="
     cat "$logs/$backend.log"
 done
 rm -rf "$logs"
-"$PY" scripts/test_durations.py "$REPORTS" --top 30
 exit $status
