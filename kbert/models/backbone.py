@@ -76,13 +76,9 @@ class Backbone(InputChecks, keras.Model):
         self.dtype_policy = dtype
 
     def __setattr__(self, name, value):
-        # Until the functional graph is made, attributes are plain on every backend: the graph then
-        # tracks its layers in its own order, so the weights, and the optimizer's slots saved by
-        # index with them, come in one order on every backend (tracked as set, a layer made before
-        # those of the graph, such as XLNet's query embedding, led on TensorFlow and JAX and came
-        # last on PyTorch). On PyTorch they stay plain: `torch.nn.Module.__setattr__` refuses a
-        # layer before the module is initialised, and the graph tracks every layer anyway.
-        if keras.backend.backend() == "torch" or "_tracker" not in vars(self):
+        # On PyTorch, `torch.nn.Module.__setattr__` refuses a layer before the
+        # module is initialised; the functional graph tracks every layer anyway.
+        if keras.backend.backend() == "torch" and not hasattr(self, "_initialized"):
             return object.__setattr__(self, name, value)
         return super().__setattr__(name, value)
 
