@@ -110,6 +110,16 @@ def _word_piece_vocabularies_learned_once():
         yield
 
 
+@pytest.fixture(scope="session")
+def corpus(tmp_path_factory):
+    """Forty documents of `kbert pretrain`'s default corpus, one file, documents separated by blank lines."""
+    from kbert.jobs.pretraining_run import default_corpus
+
+    path = tmp_path_factory.mktemp("corpus") / "docs.txt"
+    path.write_text("\n\n".join(default_corpus()[:40]), encoding="utf-8")
+    return str(path)
+
+
 @pytest.fixture(scope="module")
 def vocab_path(request, tmp_path_factory):
     """A vocab.txt of the test module's `VOCABULARY` (for kbert's and Hugging Face's tokenizers)."""

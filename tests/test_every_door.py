@@ -71,7 +71,6 @@ from tasks.task_testing import FAMILIES as ENCODER_FAMILIES
 import kbert
 from kbert import cli
 from kbert.analysis import prune_heads
-from kbert.jobs.pretraining_run import default_corpus
 from kbert.jobs.tour import model_inputs
 from kbert.models import presets
 
@@ -223,14 +222,6 @@ def tiny_presets():
                 if name in table:
                     patch.setitem(table, name, {**table[name], **TINY[family]})
         yield
-
-
-@pytest.fixture(scope="module")
-def corpus(tmp_path_factory):
-    """Forty documents of the default corpus, as tests/jobs/test_pretraining_run.py's fixture."""
-    path = tmp_path_factory.mktemp("corpus") / "docs.txt"
-    path.write_text("\n\n".join(default_corpus()[:40]), encoding="utf-8")
-    return str(path)
 
 
 @pytest.fixture(scope="module")

@@ -21,14 +21,6 @@ SMALL = dict(model="bert_tiny", batch_size=4, sequence_length=32, vocabulary_siz
 RUN_FILES = ["learning_curve.png", "metrics.json", "model.keras", "run.json", "vocab.txt"]
 
 
-@pytest.fixture(scope="module")
-def corpus(tmp_path_factory):
-    """Forty documents of the default corpus, one file, documents separated by blank lines."""
-    path = tmp_path_factory.mktemp("corpus") / "docs.txt"
-    path.write_text("\n\n".join(default_corpus()[:40]), encoding="utf-8")
-    return str(path)
-
-
 @pytest.mark.backend_independent  # reads files
 def test_default_corpus_is_real_text():
     documents = default_corpus()

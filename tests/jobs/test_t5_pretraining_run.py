@@ -13,7 +13,7 @@ import pytest
 
 from kbert import cli
 from kbert.jobs.objective_catalog import OBJECTIVES
-from kbert.jobs.pretraining_run import default_corpus, run_pretraining
+from kbert.jobs.pretraining_run import run_pretraining
 from kbert.jobs.run_outputs import DEMO_SENTENCES
 from kbert.models import T5
 from kbert.pretraining.t5_objective import T5_OBJECTIVES
@@ -21,14 +21,6 @@ from kbert.tasks import Seq2SeqLM
 
 pytest.importorskip("sentencepiece")
 SMALL = dict(model="t5_tiny", batch_size=4, sequence_length=32, vocabulary_size=400)
-
-
-@pytest.fixture(scope="module")
-def corpus(tmp_path_factory):
-    """Forty documents of the default corpus, one file, documents separated by blank lines."""
-    path = tmp_path_factory.mktemp("corpus") / "docs.txt"
-    path.write_text("\n\n".join(default_corpus()[:40]), encoding="utf-8")
-    return str(path)
 
 
 @pytest.fixture(scope="module")
