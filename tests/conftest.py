@@ -20,6 +20,7 @@ import contextlib
 import functools
 import importlib.util
 import os
+import signal
 
 FAST_COMPILE = "--xla_backend_optimization_level=0 --xla_llvm_disable_expensive_passes=true"
 os.environ["XLA_FLAGS"] = f"{os.environ.get('XLA_FLAGS', '')} {FAST_COMPILE}".strip()
@@ -108,6 +109,18 @@ def _word_piece_vocabularies_learned_once():
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(kbert.text, "learn_word_piece_vocabulary", remembered)
         yield
+
+
+@pytest.fixture
+def ctrl_c_raises():
+    """SIGINT raises KeyboardInterrupt during the test, as in a terminal.
+
+    `scripts/test.sh` starts each run as a background job, which starts with
+    SIGINT ignored (and kbert's runs keep an ignored signal ignored).
+    """
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    signal.signal(signal.SIGINT, previous)
 
 
 @pytest.fixture(scope="session")

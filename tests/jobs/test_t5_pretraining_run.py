@@ -82,7 +82,7 @@ class InterruptAtStep(keras.callbacks.Callback):
 # ResumableRun's exact resume is checked on every backend (tests/test_resumable_run.py, test_pretraining_run.py);
 # what is T5's own here is its seeded, reshuffled tf.data stream, the same on every backend.
 @pytest.mark.backend_independent
-def test_an_interrupted_run_resumes_and_ends_as_an_uninterrupted_one(corpus, tmp_path):
+def test_an_interrupted_run_resumes_and_ends_as_an_uninterrupted_one(corpus, tmp_path, ctrl_c_raises):
     expected = run_pretraining(corpus=[corpus], output=str(tmp_path / "whole"), log=lambda line: None, **RESUMED)
     run = dict(corpus=[corpus], output=str(tmp_path / "parts"), **RESUMED)
     with pytest.raises(KeyboardInterrupt):
