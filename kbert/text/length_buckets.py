@@ -39,6 +39,21 @@ def bucket_length(longest, buckets):
     return int(longest)
 
 
+def padded_rows(rows, batch_size):
+    """Rows a short batch is padded to under a compiled predict: the next power of two, at most `batch_size`.
+
+    A compiled function (XLA, `jax.jit`) compiles once per batch shape: a
+    batch of any row count would compile again at the end of every call. With
+    these counts a bucket compiles for a few row counts at most, and a padded
+    batch computes less than twice its rows.
+
+    >>> padded_rows(3, 32), padded_rows(17, 32), padded_rows(20, 24), padded_rows(32, 32)
+    (4, 32, 24, 32)
+    """
+    rows, batch_size = int(rows), int(batch_size)
+    return min(batch_size, 1 << max(rows - 1, 0).bit_length())
+
+
 def row_lengths(padding_mask):
     """Real tokens of each row (of each example, the longest of its choices for `(batch, choices, L)`).
 

@@ -13,7 +13,7 @@ import weakref
 
 import numpy as np
 
-from kbert.text.length_buckets import bucket_length, length_batches, model_bucket_lengths, row_lengths
+from kbert.text.length_buckets import bucket_length, length_batches, model_bucket_lengths, padded_rows, row_lengths
 
 # Each model's predict functions, by bucket length.
 _BUCKET_FUNCTIONS = weakref.WeakKeyDictionary()
@@ -30,6 +30,12 @@ def _padded_back(value, length, left):
     widths = [(0, 0)] * value.ndim
     widths[1] = (length - value.shape[1], 0) if left else (0, length - value.shape[1])
     return np.pad(value, widths)
+
+
+def _with_rows(batch, rows):
+    """`batch` with its last row repeated up to `rows` rows."""
+    return {name: np.concatenate([value, np.repeat(value[-1:], rows - len(value), axis=0)])
+            for name, value in batch.items()}
 
 
 def _predict_on_batch(model, batch, length):
@@ -63,6 +69,10 @@ def predict_by_length(model, inputs, batch_size=32, sequence_outputs=()):
             `True` when the model returns one such array), padded back with
             zeros to the full length.
 
+    A model whose predict compiles (`model.jit_compile`: JAX, XLA,
+    `torch.compile`) gets a short batch padded to `padded_rows` rows, so that
+    each bucket compiles for a few batch shapes only.
+
     Returns:
         The outputs as `model.predict` gives them (an array or a dict of them).
 
@@ -83,16 +93,18 @@ def predict_by_length(model, inputs, batch_size=32, sequence_outputs=()):
     full = np.asarray(inputs["padding_mask"]).shape[-1]
     buckets = model_bucket_lengths(backbone, full)
     lengths = row_lengths(inputs["padding_mask"])
+    compiled = bool(getattr(model, "jit_compile", False))
     pieces, order = [], []
     for rows in length_batches(lengths, batch_size):
         length = bucket_length(int(lengths[rows].max()), buckets)
         batch = {name: _cut(value[rows], length, left) if name in SEQUENCE_INPUTS else value[rows]
                  for name, value in ((n, np.asarray(v)) for n, v in inputs.items())}
-        outputs = _predict_on_batch(model, batch, length)
+        filled = padded_rows(len(rows), batch_size) if compiled else len(rows)
+        outputs = _predict_on_batch(model, _with_rows(batch, filled), length)
         outputs = outputs if isinstance(outputs, dict) else {None: outputs}
-        pieces.append({name: _padded_back(np.asarray(value), full, left)
-                       if sequence_outputs is True or name in sequence_outputs else np.asarray(value)
-                       for name, value in outputs.items()})
+        real = {name: np.asarray(value)[: len(rows)] for name, value in outputs.items()}
+        pieces.append({name: _padded_back(value, full, left) if sequence_outputs is True or name in sequence_outputs
+                       else value for name, value in real.items()})
         order.append(rows)
     place = np.argsort(np.concatenate(order), kind="stable")
     outputs = {name: np.concatenate([piece[name] for piece in pieces])[place] for name in pieces[0]}

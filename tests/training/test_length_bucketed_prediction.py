@@ -117,3 +117,26 @@ def test_bigbird_keeps_its_planned_length():
     assert model_bucket_lengths(sparse, LENGTH) == [LENGTH]  # past (5 + 2·1)·2 = 14 tokens
     assert model_bucket_lengths(sparse, 14) == bucket_lengths(14) == [14]
     assert model_bucket_lengths(_encoder(), LENGTH) == [16, 32, LENGTH]
+
+
+class _RowSums:
+    """A stand-in model: each row's sum of token ids, and the batch shapes it was called on."""
+
+    predict_function = None
+
+    def __init__(self, jit_compile):
+        self.jit_compile, self.shapes = jit_compile, []
+
+    def predict_on_batch(self, batch):
+        self.shapes.append(batch["token_ids"].shape)
+        return batch["token_ids"].sum(axis=-1)
+
+
+@pytest.mark.backend_independent  # NumPy around a stand-in model; the real models above run on every backend
+@pytest.mark.parametrize("jit_compile, rows", [(True, [4, 4]), (False, [4, 3])])
+def test_a_compiled_predict_gets_its_short_batch_padded_to_a_power_of_two_rows(jit_compile, rows):
+    inputs = {name: value[:7] for name, value in _inputs(7).items()}
+    model = _RowSums(jit_compile)
+    sums = predict_by_length(model, inputs, batch_size=BATCH)
+    np.testing.assert_array_equal(sums, inputs["token_ids"].sum(axis=-1))  # the padding rows are dropped
+    assert [shape[0] for shape in model.shapes] == rows
