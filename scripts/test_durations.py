@@ -3,7 +3,8 @@
     python scripts/test_durations.py [REPORTS_FOLDER] [--top 30] [--budget 20]
 
 `scripts/test.sh` runs the suite once per backend and leaves
-`test-reports/<backend>.xml`; this prints, for each backend, the run's total
+`test-reports/<backend>.xml` (`<backend>.<shard>.xml` for a backend run in
+shards, read together); this prints, for each backend, the run's total
 test time and its `--top` slowest tests, and then every test over `--budget`
 seconds that is not marked `slow` (CONTRIBUTING.md: such a test is marked
 `@pytest.mark.slow(reason=...)`, and `make test` still runs it). Timing is
@@ -47,8 +48,11 @@ def main(argv=None):
     paths = sorted(pathlib.Path(args.reports).glob("*.xml"))
     if not paths:
         sys.exit(f"test_durations: no JUnit report (*.xml) in {args.reports}; scripts/test.sh writes them")
-    for path in paths:
-        print("\n".join(summary(path.stem, read_report(path), args.top, args.budget)))
+    backends = {}
+    for path in paths:  # jax.1.xml and jax.2.xml: one backend's run in two shards
+        backends.setdefault(path.stem.split(".")[0], []).extend(read_report(path))
+    for backend, tests in backends.items():
+        print("\n".join(summary(backend, sorted(tests, reverse=True), args.top, args.budget)))
     return 0
 
 

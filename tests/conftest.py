@@ -11,6 +11,11 @@ Two things keep the suite's three runs (one per backend) short:
   every backend: reads files, parses code, starts a job that stops before Keras
   computes anything) runs in one run only, `INDEPENDENT_RUN`'s.
 
+`KBERT_TEST_SHARD=k/n` keeps the test files of shard k of n (the sorted
+files, every n-th from the k-th), so that `scripts/test.sh` can run the
+slowest backend's suite as two processes; a fixed split, so a failure
+reproduces with the same shard.
+
 A test marked `@pytest.mark.fast_paths_both_ways` (a parity check) runs twice
 on PyTorch, with `kbert.torch_fast_paths` on and off (ids `[fast_paths_on]`,
 `[fast_paths_off]`); the other backends have no fast paths and run it once.
@@ -64,7 +69,23 @@ def _fast_paths_switch(request):
         yield
 
 
+def _shard(items, shard):
+    """The items of the test files of `shard` ("k/n", k from 1), and the others."""
+    try:
+        k, n = (int(part) for part in shard.split("/"))
+        assert 1 <= k <= n
+    except (ValueError, AssertionError):
+        raise pytest.UsageError(f"KBERT_TEST_SHARD must be k/n with 1 <= k <= n; received {shard!r}.") from None
+    files = sorted({item.path for item in items})
+    kept = set(files[k - 1 :: n])
+    return [item for item in items if item.path in kept], [item for item in items if item.path not in kept]
+
+
 def pytest_collection_modifyitems(config, items):
+    shard = os.environ.get("KBERT_TEST_SHARD")
+    if shard:
+        items[:], deselected = _shard(items, shard)
+        config.hook.pytest_deselected(items=deselected)
     skip = pytest.mark.skip(reason=f"backend-independent: runs in the {INDEPENDENT_RUN} run of the suite")
     for item in items:
         slow = item.get_closest_marker("slow")

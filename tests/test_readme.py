@@ -3,6 +3,8 @@
 import pathlib
 import re
 
+import pytest
+
 README = pathlib.Path(__file__).resolve().parents[1] / "README.md"
 
 
@@ -10,6 +12,7 @@ def python_blocks():
     return re.findall(r"```python\n(.*?)```", README.read_text(), flags=re.S)
 
 
+@pytest.mark.backend_independent  # the README shows the API; each backend's numbers: the unit tests, the matrix
 def test_readme_python_examples_run(capsys):
     namespace = {}
     runnable = [block for block in python_blocks() if "path/to/" not in block]

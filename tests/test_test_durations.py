@@ -34,3 +34,11 @@ def test_the_report_lists_the_slowest_first_and_the_unmarked_slow_tests(tmp_path
 def test_a_folder_without_reports_is_refused_in_one_line(tmp_path):
     with pytest.raises(SystemExit, match=r"^test_durations: no JUnit report \(\*\.xml\) in .*scripts/test.sh writes"):
         test_durations.main([str(tmp_path)])
+
+
+def test_a_backend_run_in_shards_is_reported_as_one(tmp_path, capsys):
+    (tmp_path / "jax.1.xml").write_text(REPORT)
+    (tmp_path / "jax.2.xml").write_text(REPORT.replace("test_a", "test_c"))
+    test_durations.main([str(tmp_path), "--top", "1"])
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0] == "== jax: 6 tests, 113 s of test time; the 1 slowest:"

@@ -187,6 +187,7 @@ def test_least_important_heads_keep_one_head_per_layer():
         kbert.analysis.least_important_heads(scores, 5)
 
 
+@pytest.mark.backend_independent  # the procedure; pruned attention's numbers on every backend: the tests above
 def test_pruning_the_least_important_heads_of_a_trained_classifier():
     """Michel et al.'s recipe end to end: train, score the heads, prune the lowest half."""
     rng = np.random.default_rng(0)

@@ -25,6 +25,7 @@ def corpus(tmp_path_factory):
     return str(path)
 
 
+@pytest.mark.backend_independent  # the command and BART's data; BART trains on every backend in tests/pretraining
 def test_short_bart_run_through_the_command(corpus, tmp_path, capsys):
     output = tmp_path / "run"
     cli.main(["pretrain", "--objective", "bart", "--model", "bart_tiny", "--corpus", corpus,

@@ -68,6 +68,7 @@ def test_every_task_fine_tunes_scores_and_saves(case, checkpoint, tmp_path):
     assert len(rows) == questions
 
 
+@pytest.mark.backend_independent  # a learning claim; T5 fits and generates on every backend: tests/tasks, generation
 def test_t5_learns_text_to_text_and_is_scored_on_what_it_generates(t5_checkpoint, tmp_path):
     # "sentiment: <text>" to "positive" or "negative": chance is 50% exact; 40 steps learn it.
     train, validation = write_task_files("text", tmp_path, count=32)

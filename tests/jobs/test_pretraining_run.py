@@ -113,6 +113,7 @@ def test_the_model_is_built_for_a_short_run_and_predicts_from_its_one_file(corpu
     np.testing.assert_allclose([p["score"] for p in older], [p["score"] for p in slot], atol=1e-6)
 
 
+@pytest.mark.backend_independent  # a claim about the objective; each backend's training step: the other runs here
 def test_training_beats_the_frequency_baseline(corpus, tmp_path):
     run = {**SMALL, "batch_size": 16}
     metrics = run_pretraining(corpus=[corpus], output=str(tmp_path), steps=150,
@@ -144,6 +145,7 @@ def uninterrupted(corpus, tmp_path_factory):
     return output, run_pretraining(corpus=[corpus], output=output, log=lambda line: None, **RESUMED)
 
 
+@pytest.mark.backend_independent  # kill -9 and the rerun; each backend's exact resume: tests/test_resumable_run.py
 def test_a_run_killed_at_a_random_step_ends_as_an_uninterrupted_one(uninterrupted, corpus, tmp_path):
     run = dict(corpus=[corpus], output=str(tmp_path), **RESUMED)
     step = random.Random(13).randint(RESUMED["save_every"] + 1, RESUMED["steps"] - 1)
