@@ -128,7 +128,8 @@ EXAMPLES = {
     "gpt2_pretrain_and_sample": (("gpt2",), ["--smoke", "--output", "{output}"]),
     "long_document_classification": (("bert", "bigbird", "longformer"), ["--smoke"]),
     "masking_strategies": (("bert",), ["--smoke"]),
-    "objectives_compared": (("bert", "xlnet"), ["--smoke"]),
+    # the program end to end on two objectives' rows; every objective pretrains through its own door
+    "objectives_compared": (("bert", "xlnet"), ["--smoke", "--only", "plm"]),
     "t5_objectives": (("t5",), ["--smoke", "--output", "{output}"]),
     "t5_span_corruption": (("t5",), ["--smoke"]),
     "tpu_fit": (("bert",), ["--model", "bert_tiny", "--num-layers", "1", "--steps", "2", "--batch-size", "4",
