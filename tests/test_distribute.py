@@ -332,6 +332,7 @@ RUNS = {
 
 
 @pytest.mark.skipif(BACKEND != "tensorflow", reason="tf.distribute needs the TensorFlow backend")
+@pytest.mark.slow(reason="a tf.distribute strategy over two logical devices against one device")
 def test_mirrored_strategy_loss_equals_one_device():
     result = run_script("tensorflow_mirrored")
     assert result["static_shapes"]
@@ -347,6 +348,7 @@ def test_mirrored_strategy_loss_equals_one_device():
 
 
 @pytest.mark.skipif(BACKEND != "tensorflow", reason="tf.distribute needs the TensorFlow backend")
+@pytest.mark.slow(reason="every objective's step compiled by XLA in a strategy")
 def test_every_objective_fits_with_xla_in_a_strategy_scope():
     """The TPU recipe (static-shape pipeline, strategy scope, jit_compile=True) for each objective."""
     results = run_script("tensorflow_xla_objectives")
@@ -376,6 +378,7 @@ EXPECTED_SHARDING = {
 
 
 @pytest.mark.skipif(BACKEND != "jax", reason="keras.distribution runs on the JAX backend")
+@pytest.mark.slow(reason="a sharded JAX training step over two devices against one device")
 def test_jax_data_and_model_parallel_loss_equals_one_device():
     result = run_script("jax_distributions", xla_flags="--xla_force_host_platform_device_count=4")
     assert len(result["devices"]) == 4
@@ -486,6 +489,7 @@ def test_pretrainer_trains_under_mixed_precision(policy):
 @pytest.mark.skipif(
     BACKEND != "torch", reason="runs once, under the torch backend, for every pair of backends"
 )
+@pytest.mark.slow(reason="fresh processes of the other backends load the checkpoints")
 def test_checkpoints_load_on_every_other_backend(tmp_path):
     """Saved on each backend, loaded on each other: identical weights, outputs to 1e-5 (absolute
     and relative: the backends' float32 matmuls sum in different orders)."""

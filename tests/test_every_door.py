@@ -539,6 +539,7 @@ def _this_runs_pairs():
 
 
 @pytest.mark.parametrize("family, door", [pytest.param(f, d, id=f"{f}-{d}") for f, d in _this_runs_pairs()])
+@pytest.mark.slow(reason="a door is a whole job or example program (data, model, steps, files) on one family")
 def test_door(family, door, request, capsys, tmp_path):
     run, options = _door(family, door)
     needs = {_pretrain: "corpus", _finetune: "checkpoints", _predict: "text_models", _export: "text_models"}

@@ -44,6 +44,7 @@ def test_python_dash_m_kbert_runs_quietly():
     assert "oneDNN" not in result.stderr and "cuda" not in result.stderr.lower()
 
 
+@pytest.mark.slow(reason="a fresh process runs the main job's first steps")
 def test_the_main_job_keeps_tensorflow_quiet_when_it_seeds_and_reads_text(tmp_path):
     # Seeding imports TensorFlow (to seed it) on every backend; a vocabulary this small then stops the run.
     result = run_python(None, "-m", "kbert", "pretrain", "--vocabulary-size", "5", "--output", str(tmp_path))

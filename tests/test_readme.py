@@ -13,6 +13,7 @@ def python_blocks():
 
 
 @pytest.mark.backend_independent  # the README shows the API; each backend's numbers: the unit tests, the matrix
+@pytest.mark.slow(reason="the README's programs: builds, fine-tunes and exports models")
 def test_readme_python_examples_run(capsys):
     namespace = {}
     runnable = [block for block in python_blocks() if "path/to/" not in block]

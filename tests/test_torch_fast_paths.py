@@ -27,6 +27,7 @@ def switch_in_a_new_process(value):
 
 
 @pytest.mark.backend_independent
+@pytest.mark.slow(reason="fresh processes, one per value of the variable")
 def test_the_environment_variable_sets_the_switch_and_refuses_other_values():
     assert switch_in_a_new_process("0") == (0, "False")
     assert switch_in_a_new_process("1") == (0, "True")

@@ -117,6 +117,7 @@ SPARSE = {
 
 
 @pytest.mark.parametrize("attention", sorted(SPARSE))
+@pytest.mark.slow(reason="sparse attention at several head counts: JAX compiles each eager operation per shape")
 def test_sparse_encoders_equal_their_head_masked_model(attention):
     kwargs, length, with_global = SPARSE[attention]
     encoder = kbert.models.Encoder(
@@ -188,6 +189,7 @@ def test_least_important_heads_keep_one_head_per_layer():
 
 
 @pytest.mark.backend_independent  # the procedure; pruned attention's numbers on every backend: the tests above
+@pytest.mark.slow(reason="trains a classifier, then scores and prunes its heads")
 def test_pruning_the_least_important_heads_of_a_trained_classifier():
     """Michel et al.'s recipe end to end: train, score the heads, prune the lowest half."""
     rng = np.random.default_rng(0)

@@ -32,6 +32,7 @@ def scale_heads_before(projection, attention, factors):
     return projection.register_forward_pre_hook(hook)
 
 
+@pytest.mark.slow(reason="a transformers T5 built and run beside kbert's under head masks")
 def test_t5_head_masks_equal_transformers(tmp_path):
     config = transformers.T5Config(
         vocab_size=99, d_model=16, d_kv=4, d_ff=24, num_layers=2, num_heads=3,

@@ -64,6 +64,7 @@ def assert_outputs_equal(pruned, model, heads_to_prune):
                                    atol=TOLERANCE, rtol=0, err_msg=name)
 
 
+@pytest.mark.slow(reason="T5 at several head counts: JAX compiles each eager operation per shape")
 def test_pruned_t5_equals_the_head_masked_model_and_saves(tmp_path):
     model = tiny_t5()
     pruned = prune_heads(model, TO_PRUNE)
@@ -119,6 +120,7 @@ def test_int_keys_prune_the_encoder_as_transformers_t5_prune_heads_does():
     assert_outputs_equal(pruned, model, {"encoder": {1: [0]}})
 
 
+@pytest.mark.slow(reason="token-by-token decoding of a pruned T5")
 def test_incremental_decoding_of_a_pruned_t5_equals_its_decode():
     pruned = prune_heads(tiny_t5(), TO_PRUNE)
     inputs = batch()

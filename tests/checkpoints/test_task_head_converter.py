@@ -100,6 +100,7 @@ def test_multiple_choice_matches_transformers(family, tmp_path):
     assert difference <= TOLERANCE
 
 
+@pytest.mark.slow(reason="a transformers Longformer built and run beside kbert's (JAX compiles its eager operations)")
 def test_longformer_classifier_puts_global_attention_on_cls_like_transformers(tmp_path):
     config = transformers.LongformerConfig(
         **dict(FAMILIES["roberta"][2], attention_window=[4, 6], num_labels=2)

@@ -69,6 +69,7 @@ def np_greedy(gpt2, x, steps, end_id=END):
     return generated
 
 
+@pytest.mark.slow(reason="every generated token compared with a NumPy loop, with and without the cache")
 def test_greedy_with_and_without_cache_matches_numpy_loop_and_stops_at_end(gpt2, greedy):
     x = prompts()
     expected = np_greedy(gpt2, x, STEPS)
@@ -90,6 +91,7 @@ def test_a_one_token_prompt_and_one_row(gpt2):
     )
 
 
+@pytest.mark.slow(reason="the generation loop compiled (torch.compile, XLA) against the eager loop")
 def test_eager_loop_equals_compiled_loop(gpt2):
     # XLA on TensorFlow and JAX; on PyTorch, torch.compile of the cached step.
     x = prompts()
@@ -116,6 +118,7 @@ def test_top_k_samples_keep_the_k_best_and_follow_the_seed(gpt2):
     np.testing.assert_array_equal(generator(x)[:, 0], samples)
 
 
+@pytest.mark.slow(reason="every continuation scored to find the exact best")
 def test_beam_search_finds_the_exact_best_continuation():
     # With as many beams as continuations of length steps-1, beam search is exhaustive.
     vocabulary, steps = 4, 3

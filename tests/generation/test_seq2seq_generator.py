@@ -99,6 +99,7 @@ def test_greedy_with_and_without_cache_matches_numpy_loop_and_stops_at_end(t5, g
     assert end <= 2 and not expected[0, end + 1 :].any()  # stopped, then padded
 
 
+@pytest.mark.slow(reason="the generation loop compiled (torch.compile, XLA) against the eager loop")
 def test_eager_loop_equals_compiled_loop(t5):
     # XLA on TensorFlow and JAX; on PyTorch, torch.compile of the cached step.
     x = inputs()
@@ -108,6 +109,7 @@ def test_eager_loop_equals_compiled_loop(t5):
 
 
 @pytest.mark.skipif(keras.backend.backend() != "torch", reason="torch.compile's cache")
+@pytest.mark.slow(reason="two models' generation steps compiled")
 def test_compiled_steps_of_two_models_are_kept_apart():
     # Same tensor shapes, other layers (gated FFN): the compiled steps must not be shared.
     x = inputs()

@@ -26,6 +26,7 @@ def corpus(tmp_path_factory):
 
 
 @pytest.mark.backend_independent  # the command and BART's data; BART trains on every backend in tests/pretraining
+@pytest.mark.slow(reason="a whole kbert pretrain run of BART's denoising")
 def test_short_bart_run_through_the_command(corpus, tmp_path, capsys):
     output = tmp_path / "run"
     cli.main(["pretrain", "--objective", "bart", "--model", "bart_tiny", "--corpus", corpus,

@@ -21,6 +21,7 @@ def corpus(tmp_path_factory):
     return str(path)
 
 
+@pytest.mark.slow(reason="a whole ELMo pretraining run")
 def test_a_tiny_bilm_run_evaluates_saves_and_demos(corpus, tmp_path, capsys):
     output = tmp_path / "run"
     assert cli.main(["pretrain", "--objective", "bilm", "--model", "elmo_small", "--corpus", corpus,

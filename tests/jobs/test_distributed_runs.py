@@ -158,6 +158,7 @@ def _two_jax_devices(run, folder):
 
 
 @pytest.mark.skipif(BACKEND != SUBPROCESS_RUN, reason=f"runs JAX in a subprocess, once (in the {SUBPROCESS_RUN} run)")
+@pytest.mark.slow(reason="a two-device JAX process, and the one-device reference")
 def test_two_jax_devices_pretrain_as_one(tmp_path):
     results = _two_jax_devices("jax_devices_pretrain", tmp_path)
     assert results["devices"] == 2
@@ -170,6 +171,7 @@ def test_two_jax_devices_pretrain_as_one(tmp_path):
 
 
 @pytest.mark.skipif(BACKEND != SUBPROCESS_RUN, reason=f"runs JAX in a subprocess, once (in the {SUBPROCESS_RUN} run)")
+@pytest.mark.slow(reason="a two-device JAX process, and the one-device reference")
 def test_two_jax_devices_finetune_as_one(tmp_path):
     results = _two_jax_devices("jax_devices_finetune", tmp_path)
     assert results["devices"] == 2
@@ -202,6 +204,7 @@ def _jax_process(index, port, *arguments):
 
 
 @pytest.mark.skipif(BACKEND != "jax", reason="runs JAX processes, once (in the JAX test run)")
+@pytest.mark.slow(reason="two JAX processes joined over loopback, and the one-process reference")
 def test_two_jax_processes_pretrain_as_one(tmp_path):
     corpus = write_corpus(str(tmp_path))
     output = str(tmp_path / "two")
@@ -215,6 +218,7 @@ def test_two_jax_processes_pretrain_as_one(tmp_path):
 
 
 @pytest.mark.skipif(BACKEND != "torch", reason="runs torchrun, once (in the PyTorch test run)")
+@pytest.mark.slow(reason="two torchrun processes joined by gloo, and the one-process reference")
 def test_torchrun_processes_pretrain_as_one(tmp_path):
     corpus = write_corpus(str(tmp_path))
     output = str(tmp_path / "two")
@@ -228,6 +232,7 @@ def test_torchrun_processes_pretrain_as_one(tmp_path):
 
 
 @pytest.mark.skipif(BACKEND != SUBPROCESS_RUN, reason=f"runs JAX processes, once (in the {SUBPROCESS_RUN} run)")
+@pytest.mark.slow(reason="two JAX processes, one killed; the other waits out the collective's timeout; a rerun resumes")
 def test_a_lost_process_stops_the_other_and_the_rerun_resumes(tmp_path):
     corpus = write_corpus(str(tmp_path))
     output = tmp_path / "run"

@@ -79,6 +79,7 @@ print(json.dumps({"logits": outputs[0].tolist(), "kbert": "kbert" in sys.modules
 
 
 @pytest.mark.skipif(keras.backend.backend() != "tensorflow", reason="the SavedModel is made on TensorFlow")
+@pytest.mark.slow(reason="exports a SavedModel and reads it in a process without kbert")
 def test_the_saved_model_reads_strings_without_kbert(saved, tmp_path, capsys):
     """A classifier and a tagger, each on a batch in either length bucket, against their full-length logits."""
     from kbert.tasks import TokenClassifier

@@ -81,6 +81,7 @@ NAMES = ["bert_classifier", "roberta_classifier", "xlnet_classifier", "bert_tagg
 
 @pytest.mark.skipif(BACKEND != "tensorflow", reason="the SavedModel is made on TensorFlow")
 @pytest.mark.parametrize("name", NAMES)
+@pytest.mark.slow(reason="exports a SavedModel (TensorFlow traces every bucket's branch) and loads it")
 def test_the_saved_model_answers_as_predict(name, tmp_path):
     import tensorflow as tf
 

@@ -69,6 +69,7 @@ def test_every_task_fine_tunes_scores_and_saves(case, checkpoint, tmp_path):
 
 
 @pytest.mark.backend_independent  # a learning claim; T5 fits and generates on every backend: tests/tasks, generation
+@pytest.mark.slow(reason="40 fine-tuning steps so that T5 learns, then generation-scored evaluation")
 def test_t5_learns_text_to_text_and_is_scored_on_what_it_generates(t5_checkpoint, tmp_path):
     # "sentiment: <text>" to "positive" or "negative": chance is 50% exact; 40 steps learn it.
     train, validation = write_task_files("text", tmp_path, count=32)
@@ -139,6 +140,7 @@ def _weights(path):
     return [keras.ops.convert_to_numpy(v) for v in keras.saving.load_model(path).weights]
 
 
+@pytest.mark.slow(reason="a fine-tuning run whole, then interrupted and resumed")
 def test_an_interrupted_run_resumes_to_the_uninterrupted_result(checkpoint, tmp_path):
     train, validation = write_task_files("classify", tmp_path, suffix=".jsonl", classes=3)
     run = dict(RUN, epochs=2, save_every=1)  # 2 epochs of 2 steps

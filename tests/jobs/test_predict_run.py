@@ -227,6 +227,7 @@ def _hf_generator(kind, folder):
 
 
 @pytest.mark.parametrize("kind", ["gpt2", "bart", "t5"])
+@pytest.mark.slow(reason="builds, saves and imports a transformers model, then generates through the command")
 def test_a_hugging_face_generator_writes_text(kind, tmp_path, capsys):
     from kbert.checkpoints.checkpoint_loading import tokenizer_beside
     from kbert.tasks import CausalLM

@@ -31,6 +31,7 @@ def test_default_corpus_is_real_text():
 
 
 @pytest.mark.parametrize("objective", ["mlm_nsp", "span", "electra"])
+@pytest.mark.slow(reason="a whole kbert pretrain run: vocabulary, data, model, steps, evaluation, save, demo")
 def test_short_run_evaluates_saves_and_demos(objective, corpus, tmp_path):
     lines = []
     metrics = run_pretraining(corpus=[corpus], output=str(tmp_path), objective=objective,
@@ -93,6 +94,7 @@ def _fill_mask(folder, capsys):
     return json.loads(line)
 
 
+@pytest.mark.slow(reason="a whole pretraining run, then its model loaded and asked")
 def test_the_model_is_built_for_a_short_run_and_predicts_from_its_one_file(corpus, tmp_path, capsys):
     run_pretraining(corpus=[corpus], output=str(tmp_path / "run"), steps=1, log=lambda line: None, **SMALL)
     capsys.readouterr()  # the fit's progress
@@ -114,6 +116,7 @@ def test_the_model_is_built_for_a_short_run_and_predicts_from_its_one_file(corpu
 
 
 @pytest.mark.backend_independent  # a claim about the objective; each backend's training step: the other runs here
+@pytest.mark.slow(reason="enough pretraining steps to beat the frequency baseline")
 def test_training_beats_the_frequency_baseline(corpus, tmp_path):
     run = {**SMALL, "batch_size": 16}
     metrics = run_pretraining(corpus=[corpus], output=str(tmp_path), steps=150,
@@ -146,6 +149,7 @@ def uninterrupted(corpus, tmp_path_factory):
 
 
 @pytest.mark.backend_independent  # kill -9 and the rerun; each backend's exact resume: tests/test_resumable_run.py
+@pytest.mark.slow(reason="two pretraining processes, one killed, and a third that resumes")
 def test_a_run_killed_at_a_random_step_ends_as_an_uninterrupted_one(uninterrupted, corpus, tmp_path):
     run = dict(corpus=[corpus], output=str(tmp_path), **RESUMED)
     step = random.Random(13).randint(RESUMED["save_every"] + 1, RESUMED["steps"] - 1)

@@ -34,6 +34,7 @@ def span_run(corpus, tmp_path_factory):
     return output, printed.getvalue()
 
 
+@pytest.mark.slow(reason="a whole kbert pretrain run of T5 (SentencePiece learned, steps, demo, save)")
 def test_a_span_corruption_run_through_the_command(span_run):
     output, printed = span_run
     assert sorted(os.listdir(output)) == sorted([*OBJECTIVES["span_corruption"].outputs, "run.json"])

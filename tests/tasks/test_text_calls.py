@@ -143,6 +143,7 @@ def byte_pair_files(tmp_path_factory):
     return learn_byte_pair_vocabulary(corpus, 300, str(tmp_path_factory.mktemp("bpe")))
 
 
+@pytest.mark.slow(reason="builds and saves a transformers model, then generates on both sides")
 def test_generate_equals_the_greedy_text_generation_pipeline(tmp_path, byte_pair_files):
     vocabulary, merges = byte_pair_files
     hf_tokenizer = transformers.GPT2TokenizerFast(
@@ -222,6 +223,7 @@ def test_seq2seq_generate_text_equals_the_token_level_path(tmp_path):
     assert texts == [model.generate(source, max_new_tokens=5) for source in sources]
 
 
+@pytest.mark.slow(reason="exports a SavedModel and reads it in a fresh process")
 def test_saved_model_reads_text_in_a_fresh_process(tmp_path, tokenizer):
     model = TextClassifier(_encoder(), 2, preprocessor=TextPreprocessor(tokenizer, 16, labels=["no", "yes"]))
     expected = model.classify(TEXTS[1])

@@ -57,6 +57,7 @@ def test_special_ids_are_bart_s(learned):
 
 
 @pytest.mark.parametrize("reference", ["GPT2TokenizerFast", "BartTokenizerFast"])
+@pytest.mark.slow(reason="tokenizes BBC News articles with both tokenizers")
 def test_ids_equal_transformers_on_bbc_articles(learned, reference):
     directory, held_out = learned
     hf_tokenizer = getattr(transformers, reference).from_pretrained(directory)

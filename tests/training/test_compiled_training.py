@@ -62,6 +62,9 @@ def aot_eager(monkeypatch):
 
 
 @pytest.mark.parametrize("name", sorted(MODELS))
+@pytest.mark.slow(
+    reason="Dynamo traces the model's whole training step, forward and backward, after an eager fit to compare"
+)
 def test_compiled_fit_matches_eager_in_one_graph(name, aot_eager):
     from torch._dynamo.utils import counters
 
