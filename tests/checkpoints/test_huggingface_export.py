@@ -332,10 +332,16 @@ def _imported(folder, head):
     return kbert.from_huggingface_task(folder, num_choices=2 if head == "ForMultipleChoice" else None)
 
 
-@pytest.mark.backend_independent
+# The state-dict round trip on TensorFlow and JAX too, for these (all run on PyTorch), as above.
+EVERY_BACKEND_BACK = (("Bert", "ForSequenceClassification"), ("GPT2", "LMHeadModel"),
+                      ("T5v1.1", "ForConditionalGeneration"))
+
+
 @pytest.mark.filterwarnings("ignore:.*(has no preprocessor|has no pooler)")
 @pytest.mark.parametrize("family, head", [pytest.param(f, h, id=f"{f}{h}") for f, h in HF_CASES])
 def test_transformers_state_dict_comes_back(family, head, tmp_path):
+    if keras.backend.backend() != "torch" and (family, head) not in EVERY_BACKEND_BACK:
+        pytest.skip("names and layouts, backend-independent: runs in the torch run (three cases run here)")
     original = _hf_model(family, head, str(tmp_path / family))
     folder = str(tmp_path / f"{family}-back")
     kbert.to_huggingface(_imported(str(tmp_path / family), head), folder)
