@@ -16,8 +16,9 @@ whose setting differs computes another function there and is refused by name
 where Google's BERT uses the exact one), its RoBERTa has no segment
 table (kbert's one-row table is folded into the positions on the way out),
 its GPT-2 a feed-forward width of 4H, its BART as many decoder as encoder
-layers. ELECTRA, T5 and XLNet have KerasHub backbones but no Hugging Face
-loader in KerasHub 0.32, so no bridge here.
+layers. ELECTRA and T5 have KerasHub backbones but no Hugging Face loader
+in KerasHub 0.32: their bridge maps the variables directly
+(`keras_hub_direct.py`). XLNet is not bridged.
 """
 
 import json
@@ -30,6 +31,8 @@ import numpy as np
 from kbert.checkpoints.huggingface import from_huggingface
 from kbert.checkpoints.huggingface_configs import backbone_model_types
 from kbert.checkpoints.huggingface_export import export_backbone, write_folder
+from kbert.checkpoints.keras_hub_direct import (DIRECT_FAMILIES, from_keras_hub_backbone, keras_hub_tokenizer,
+                                               to_keras_hub_backbone)
 from kbert.checkpoints.registry import converter_for
 from kbert.models.backbone import Backbone
 from kbert.models.bart import BART
@@ -48,7 +51,7 @@ KERAS_HUB_FAMILIES = {
     "bart": ("BartBackbone", {"activation": "gelu", "layer_norm_epsilon": 1e-5, "scale_embedding": False}),
 }
 # The KerasHub backbones of kbert's families with no bridge, by model_type.
-UNBRIDGED = {"electra": "ElectraBackbone", "t5": "T5Backbone", "xlnet": "XLNetBackbone"}
+UNBRIDGED = {"xlnet": "XLNetBackbone"}
 # Sizes a KerasHub backbone ties to others: (kbert attribute, the value it must have).
 _TIED_SIZES = {"gpt2": ("intermediate_dim", lambda b: 4 * b.hidden_dim),
                "bart": ("num_decoder_layers", lambda b: b.num_layers)}
@@ -87,7 +90,9 @@ def _kbert_backbone(model_type, config):
 
 def _unbridged(name):
     return ValueError(f"KerasHub 0.32 has no Hugging Face loader for its {name}, through which kbert's bridge "
-                      "maps the weights; bridged: " + ", ".join(c for c, _ in KERAS_HUB_FAMILIES.values()) + ".")
+                      "maps the weights; bridged: " + ", ".join([c for c, _ in KERAS_HUB_FAMILIES.values()]
+                                                               + [d.class_name for d in DIRECT_FAMILIES.values()])
+                      + ".")
 
 
 def _model_type(keras_hub_backbone):
@@ -96,6 +101,9 @@ def _model_type(keras_hub_backbone):
         raise _unbridged(name)
     for model_type, (class_name, _) in KERAS_HUB_FAMILIES.items():
         if name == class_name:
+            return model_type
+    for model_type, direct in DIRECT_FAMILIES.items():
+        if name == direct.class_name:
             return model_type
     raise ValueError(f"A {name} is no KerasHub backbone of a family kbert has.")
 
@@ -162,6 +170,12 @@ def to_keras_hub(model, preset_dir):
     if os.path.exists(preset_dir) and os.listdir(preset_dir):
         raise ValueError(f"{preset_dir} is not an empty folder; give a new one.")
     tokenizer = getattr(getattr(model, "preprocessor", None), "tokenizer", None)
+    family = backbone_model_types(backbone)[0]
+    if family in DIRECT_FAMILIES:
+        to_keras_hub_backbone(family, backbone).save_to_preset(preset_dir)
+        if tokenizer is not None and keras_hub_tokenizer(family, tokenizer) is not None:
+            keras_hub_tokenizer(family, tokenizer).save_to_preset(preset_dir)
+        return preset_dir
     with tempfile.TemporaryDirectory() as folder:
         _huggingface_folder(backbone, folder, tokenizer)
         keras_hub_backbone = _load_keras_hub(folder)
@@ -193,6 +207,8 @@ def from_keras_hub(backbone_or_preset):
     if isinstance(given, (str, os.PathLike)):
         given = _load_keras_hub(os.fspath(given))
     model_type = _model_type(given)
+    if model_type in DIRECT_FAMILIES:
+        return from_keras_hub_backbone(model_type, given)
     backbone = _kbert_backbone(model_type, given.get_config())
     with tempfile.TemporaryDirectory() as folder:
         _, tensors = _huggingface_folder(backbone, os.path.join(folder, "coded"), coded=True)
