@@ -1,4 +1,4 @@
-"""The KerasHub bridge of the families KerasHub 0.32 has no Hugging Face loader for: ELECTRA and T5.
+"""The KerasHub bridge of two families KerasHub 0.32 has no Hugging Face loader for: ELECTRA and T5.
 
 Each family is one `DirectFamily` record: the KerasHub backbone's
 constructor arguments from a kbert backbone, the kbert arguments from a
@@ -218,7 +218,10 @@ def keras_hub_tokenizer(family, tokenizer):
     with tempfile.TemporaryDirectory() as folder:
         write_tokenizer(tokenizer, folder, family)
         if family == "electra":
-            return keras_hub.models.ElectraTokenizer(os.path.join(folder, "vocab.txt"), lowercase=tokenizer.lowercase)
+            strip_accents = tokenizer.lowercase if tokenizer.strip_accents is None else tokenizer.strip_accents
+            return keras_hub.models.ElectraTokenizer(os.path.join(folder, "vocab.txt"), lowercase=tokenizer.lowercase,
+                                                     strip_accents=strip_accents,
+                                                     split_on_cjk=tokenizer.split_on_cjk)
         return keras_hub.models.T5Tokenizer(os.path.join(folder, "spiece.model"))
 
 
