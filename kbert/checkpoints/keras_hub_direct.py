@@ -16,7 +16,6 @@ import keras
 import numpy as np
 
 from kbert.checkpoints.tokenizer_files import write_tokenizer
-
 from kbert.layers.activations import activation_name
 
 _ACTIVATIONS = ("relu", "gelu", "gelu_approximate")
