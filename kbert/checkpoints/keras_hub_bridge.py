@@ -154,8 +154,10 @@ def to_keras_hub(model, preset_dir):
     """Write the backbone of `model` as a KerasHub preset that `keras_hub.models.Backbone.from_preset` loads.
 
     The preset's backbone gives the kbert backbone's outputs. The tokenizer
-    goes along when the model has one (its `preprocessor`) and KerasHub reads
-    the same kind from a Hugging Face folder.
+    goes along when the model has one (its `preprocessor`) and KerasHub has
+    the same kind for the family (ELECTRA: WordPiece; T5: SentencePiece; the
+    others: what KerasHub reads from a Hugging Face folder). A kbert ELECTRA
+    without a pooler (as released) leaves KerasHub's `pooled_dense` as built.
 
     Raises:
         ValueError: a family KerasHub has no bridged backbone for, or a
