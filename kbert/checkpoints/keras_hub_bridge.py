@@ -18,8 +18,8 @@ table (kbert's one-row table is folded into the positions on the way out),
 its GPT-2 a feed-forward width of 4H, its BART as many decoder as encoder
 layers. ELECTRA and T5 have KerasHub backbones but no Hugging Face loader
 in KerasHub 0.32: their bridge maps the variables directly
-(`keras_hub_direct.py`). KerasHub's XLNet computes its relative position
-term otherwise (outputs up to 1e-2 apart with the same weights): refused.
+(`keras_hub_direct.py`). KerasHub's XLNet is refused: its relative position
+table is right for a batch of one sequence only (outputs 1e-2 apart for more).
 """
 
 import json
@@ -52,9 +52,9 @@ KERAS_HUB_FAMILIES = {
     "bart": ("BartBackbone", {"activation": "gelu", "layer_norm_epsilon": 1e-5, "scale_embedding": False}),
 }
 # The KerasHub backbones of kbert's families with no bridge, by model_type: (class, how it differs).
-UNBRIDGED = {"xlnet": ("XLNetBackbone", "its relative position attention term is not XLNet's (transformers', "
-                                        "kbert's): with the same weights its outputs differ by up to 1e-2, and agree "
-                                        "once the position kernels are zero")}
+UNBRIDGED = {"xlnet": ("XLNetBackbone", "its relative position table is right for one sequence only (it "
+                                        "reshapes, not transposes, the (length, batch, hidden) table), so with the "
+                                        "same weights a batch of two or more is 1e-2 off XLNet's outputs")}
 # Sizes a KerasHub backbone ties to others: (kbert attribute, the value it must have).
 _TIED_SIZES = {"gpt2": ("intermediate_dim", lambda b: 4 * b.hidden_dim),
                "bart": ("num_decoder_layers", lambda b: b.num_layers)}
