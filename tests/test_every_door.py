@@ -29,10 +29,9 @@ relative positions, the character CNN):
 | to_huggingface                | all but elmo (loaded by transformers with  | elmo: refused (no transformers class)           |
 |                               | no missing key; outputs in                 |                                                 |
 |                               | tests/checkpoints/test_huggingface_export) |                                                 |
-| to_keras_hub                  | roberta, albert, distilbert, gpt2, bart;   | elmo: no KerasHub backbone                      |
-|                               | bert (exact GELU), electra, t5, xlnet (no  |                                                 |
-|                               | loader in KerasHub), bigbird, longformer   |                                                 |
-|                               | refused                                    |                                                 |
+| to_keras_hub                  | roberta, albert, distilbert, gpt2, bart,   | elmo: no KerasHub backbone                      |
+|                               | t5; bert, electra (exact GELU), xlnet,     |                                                 |
+|                               | bigbird, longformer refused                |                                                 |
 | pretrain_distribute_<mode>    | bert: data, model (elsewhere)              | one family stands for the encoders              |
 | finetune_distribute_<mode>    | bert: data; t5: model (elsewhere)          |                                                 |
 | example_<script>              | the families each script runs              |                                                 |
@@ -447,7 +446,7 @@ def _to_huggingface(family, tmp_path, **_):
 
 
 # family -> why `to_keras_hub` refuses it (what its message names).
-REFUSED_KERAS_HUB = {"bert": "activation='gelu'", "electra": "ElectraBackbone", "t5": "T5Backbone",
+REFUSED_KERAS_HUB = {"bert": "activation='gelu'", "electra": "activation='gelu': KerasHub's ElectraBackbone",
                      "xlnet": "XLNetBackbone", "bigbird": "no counterpart", "longformer": "no counterpart"}
 
 

@@ -16,8 +16,10 @@ whose setting differs computes another function there and is refused by name
 where Google's BERT uses the exact one), its RoBERTa has no segment
 table (kbert's one-row table is folded into the positions on the way out),
 its GPT-2 a feed-forward width of 4H, its BART as many decoder as encoder
-layers. ELECTRA, T5 and XLNet have KerasHub backbones but no Hugging Face
-loader in KerasHub 0.32, so no bridge here.
+layers. ELECTRA and T5 have KerasHub backbones but no Hugging Face loader
+in KerasHub 0.32: their bridge maps the variables directly
+(`keras_hub_direct.py`). KerasHub's XLNet is refused: its relative position
+table is right for a batch of one sequence only (outputs 1e-2 apart for more).
 """
 
 import json
@@ -30,6 +32,8 @@ import numpy as np
 from kbert.checkpoints.huggingface import from_huggingface
 from kbert.checkpoints.huggingface_configs import backbone_model_types
 from kbert.checkpoints.huggingface_export import export_backbone, write_folder
+from kbert.checkpoints.keras_hub_direct import (DIRECT_FAMILIES, from_keras_hub_backbone, keras_hub_tokenizer,
+                                               to_keras_hub_backbone)
 from kbert.checkpoints.registry import converter_for
 from kbert.models.backbone import Backbone
 from kbert.models.bart import BART
@@ -47,8 +51,10 @@ KERAS_HUB_FAMILIES = {
     "gpt2": ("GPT2Backbone", {"layer_norm_epsilon": 1e-5}),
     "bart": ("BartBackbone", {"activation": "gelu", "layer_norm_epsilon": 1e-5, "scale_embedding": False}),
 }
-# The KerasHub backbones of kbert's families with no bridge, by model_type.
-UNBRIDGED = {"electra": "ElectraBackbone", "t5": "T5Backbone", "xlnet": "XLNetBackbone"}
+# The KerasHub backbones of kbert's families with no bridge, by model_type: (class, how it differs).
+UNBRIDGED = {"xlnet": ("XLNetBackbone", "its relative position table is right for one sequence only (it "
+                                        "reshapes, not transposes, the (length, batch, hidden) table), so with the "
+                                        "same weights a batch of two or more is 1e-2 off XLNet's outputs")}
 # Sizes a KerasHub backbone ties to others: (kbert attribute, the value it must have).
 _TIED_SIZES = {"gpt2": ("intermediate_dim", lambda b: 4 * b.hidden_dim),
                "bart": ("num_decoder_layers", lambda b: b.num_layers)}
@@ -85,17 +91,23 @@ def _kbert_backbone(model_type, config):
     return _encoder_arguments(model_type, config)
 
 
-def _unbridged(name):
-    return ValueError(f"KerasHub 0.32 has no Hugging Face loader for its {name}, through which kbert's bridge "
-                      "maps the weights; bridged: " + ", ".join(c for c, _ in KERAS_HUB_FAMILIES.values()) + ".")
+def _unbridged(model_type):
+    name, difference = UNBRIDGED[model_type]
+    bridged = [c for c, _ in KERAS_HUB_FAMILIES.values()] + [d.class_name for d in DIRECT_FAMILIES.values()]
+    return ValueError(f"KerasHub 0.32's {name} computes another function: {difference}; bridged: "
+                      + ", ".join(bridged) + ".")
 
 
 def _model_type(keras_hub_backbone):
     name = type(keras_hub_backbone).__name__
-    if name in UNBRIDGED.values():
-        raise _unbridged(name)
+    for model_type, (class_name, _) in UNBRIDGED.items():
+        if name == class_name:
+            raise _unbridged(model_type)
     for model_type, (class_name, _) in KERAS_HUB_FAMILIES.items():
         if name == class_name:
+            return model_type
+    for model_type, direct in DIRECT_FAMILIES.items():
+        if name == direct.class_name:
             return model_type
     raise ValueError(f"A {name} is no KerasHub backbone of a family kbert has.")
 
@@ -104,7 +116,7 @@ def _huggingface_folder(backbone, folder, tokenizer=None, coded=False):
     """Write `backbone` as a Hugging Face folder for KerasHub's loader (index codes as values if `coded`)."""
     family = backbone_model_types(backbone)[0]
     if family in UNBRIDGED:
-        raise _unbridged(UNBRIDGED[family])
+        raise _unbridged(family)
     model_type, config, tensors = export_backbone(backbone, tokenizer, KERAS_HUB_FAMILIES)
     class_name, fixed = KERAS_HUB_FAMILIES[model_type]
     if model_type in _TIED_SIZES:
@@ -142,8 +154,10 @@ def to_keras_hub(model, preset_dir):
     """Write the backbone of `model` as a KerasHub preset that `keras_hub.models.Backbone.from_preset` loads.
 
     The preset's backbone gives the kbert backbone's outputs. The tokenizer
-    goes along when the model has one (its `preprocessor`) and KerasHub reads
-    the same kind from a Hugging Face folder.
+    goes along when the model has one (its `preprocessor`) and KerasHub has
+    the same kind for the family (ELECTRA: WordPiece; T5: SentencePiece; the
+    others: what KerasHub reads from a Hugging Face folder). A kbert ELECTRA
+    without a pooler (as released) leaves KerasHub's `pooled_dense` as built.
 
     Raises:
         ValueError: a family KerasHub has no bridged backbone for, or a
@@ -162,6 +176,12 @@ def to_keras_hub(model, preset_dir):
     if os.path.exists(preset_dir) and os.listdir(preset_dir):
         raise ValueError(f"{preset_dir} is not an empty folder; give a new one.")
     tokenizer = getattr(getattr(model, "preprocessor", None), "tokenizer", None)
+    family = backbone_model_types(backbone)[0]
+    if family in DIRECT_FAMILIES:
+        to_keras_hub_backbone(family, backbone).save_to_preset(preset_dir)
+        if tokenizer is not None and keras_hub_tokenizer(family, tokenizer) is not None:
+            keras_hub_tokenizer(family, tokenizer).save_to_preset(preset_dir)
+        return preset_dir
     with tempfile.TemporaryDirectory() as folder:
         _huggingface_folder(backbone, folder, tokenizer)
         keras_hub_backbone = _load_keras_hub(folder)
@@ -181,18 +201,68 @@ def _same_config(coded, given):
             raise ValueError(f"{type(given).__name__} {key}={value!r}: kbert's counterpart gives {ours.get(key)!r}.")
 
 
-def from_keras_hub(backbone_or_preset):
+def _kbert_tokenizer(preset):
+    """kbert's tokenizer of the same kind as the KerasHub preset's (WordPiece, SentencePiece, byte-level BPE)."""
+    import keras_hub
+
+    from kbert.text import BytePairTokenizer, SentencePieceTokenizer, WordPieceTokenizer
+
+    theirs = keras_hub.models.Tokenizer.from_preset(preset)
+    if isinstance(theirs, keras_hub.tokenizers.WordPieceTokenizer):
+        return WordPieceTokenizer(theirs.get_vocabulary(), lowercase=theirs.lowercase,
+                                  strip_accents=bool(theirs.strip_accents), split_on_cjk=theirs.split_on_cjk,
+                                  unknown_token=theirs.oov_token)
+    if isinstance(theirs, keras_hub.tokenizers.SentencePieceTokenizer):
+        return SentencePieceTokenizer(theirs.proto)
+    if isinstance(theirs, keras_hub.tokenizers.BytePairTokenizer):
+        return BytePairTokenizer(dict(theirs.vocabulary), list(theirs.merges), add_prefix_space=theirs.add_prefix_space)
+    raise ValueError(f"A {type(theirs).__name__} is no kind of tokenizer kbert has (WordPiece, SentencePiece, "
+                     "byte-level BPE).")
+
+
+def from_keras_hub(backbone_or_preset, with_tokenizer=False):
     """The kbert backbone of a KerasHub backbone (or preset folder) of a bridged family, with its weights.
+
+    Args:
+        backbone_or_preset: a KerasHub backbone, or a preset folder (or name)
+            that `keras_hub.models.Backbone.from_preset` loads.
+        with_tokenizer: also read the preset's tokenizer as kbert's of the same
+            kind (`WordPieceTokenizer`, `SentencePieceTokenizer`,
+            `BytePairTokenizer`) and return `(backbone, tokenizer)`; needs a
+            preset, not a backbone.
+
+    Raises:
+        ValueError: a backbone of a family with no bridge, a setting kbert's
+            counterpart computes otherwise (named), or, with `with_tokenizer`,
+            a backbone object or a tokenizer of another kind.
 
     Example:
     ```python
     backbone = kbert.from_keras_hub(keras_hub.models.Backbone.from_preset("bert_tiny_en_uncased"))
     ```
+
+    With the tokenizer, from a preset that `to_keras_hub` wrote:
+    >>> import tempfile
+    >>> from kbert.text import TextPreprocessor, WordPieceTokenizer
+    >>> tokenizer = WordPieceTokenizer(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "the", "cat", "sat"])
+    >>> small = dict(vocabulary_size=8, num_layers=1, num_heads=2, hidden_dim=8, intermediate_dim=16)
+    >>> encoder = kbert.models.build("bert_tiny", **small, max_positions=16, activation="gelu_approximate")
+    >>> classifier = kbert.tasks.TextClassifier(encoder, 2, preprocessor=TextPreprocessor(tokenizer, 8))
+    >>> preset = kbert.to_keras_hub(classifier, tempfile.mkdtemp())
+    >>> backbone, back = kbert.from_keras_hub(preset, with_tokenizer=True)
+    >>> type(backbone).__name__, back(["the cat sat"])[0] == tokenizer(["the cat sat"])[0]
+    ('Encoder', True)
     """
+    if with_tokenizer:
+        if not isinstance(backbone_or_preset, (str, os.PathLike)):
+            raise ValueError("with_tokenizer=True reads the tokenizer from a preset: give its folder, not a backbone.")
+        return from_keras_hub(backbone_or_preset), _kbert_tokenizer(os.fspath(backbone_or_preset))
     given = backbone_or_preset
     if isinstance(given, (str, os.PathLike)):
         given = _load_keras_hub(os.fspath(given))
     model_type = _model_type(given)
+    if model_type in DIRECT_FAMILIES:
+        return from_keras_hub_backbone(model_type, given)
     backbone = _kbert_backbone(model_type, given.get_config())
     with tempfile.TemporaryDirectory() as folder:
         _, tensors = _huggingface_folder(backbone, os.path.join(folder, "coded"), coded=True)

@@ -25,6 +25,11 @@ FAMILIES = {
     "distilbert": ("distilbert_base", dict(_SMALL, max_positions=32)),
     "gpt2": ("gpt2_tiny", dict(_SMALL, intermediate_dim=64, max_positions=32, end_id=VOCABULARY - 1)),
     "bart": ("bart_tiny", dict(_SMALL, max_positions=32)),
+    # KerasHub has no Hugging Face loader for these: their variables are mapped directly.
+    "electra": ("electra_small", dict(_SMALL, embedding_dim=8, max_positions=32, activation="gelu_approximate",
+                                      use_pooler=True)),
+    "t5": ("t5_tiny", dict(_SMALL, key_dim=4)),
+    "t5_v1_1": ("t5_v1_1_small", dict(_SMALL)),
 }
 # The outputs both backbones have.
 SEQ2SEQ_OUTPUTS = ("encoder_sequence_output", "decoder_sequence_output")
@@ -41,7 +46,7 @@ def _outputs(model, family):
     """The outputs both sides name alike, as NumPy, on a batch with right padding."""
     ids = np.random.default_rng(1).integers(5, VOCABULARY - 1, size=(2, 8)).astype("int32")
     mask = np.ones_like(ids)
-    if family == "bart":
+    if family in ("bart", "t5", "t5_v1_1"):
         inputs = {"encoder_token_ids": ids, "encoder_padding_mask": mask, "decoder_token_ids": ids[:, :5],
                   "decoder_padding_mask": mask[:, :5]}
         return {key: keras.ops.convert_to_numpy(model(inputs)[key]) for key in SEQ2SEQ_OUTPUTS}
@@ -49,13 +54,15 @@ def _outputs(model, family):
     if "segment_ids" in model.input:
         inputs["segment_ids"] = np.zeros_like(ids)
     outputs = model(inputs)
-    return {"sequence_output": keras.ops.convert_to_numpy(outputs["sequence_output"] if isinstance(outputs, dict)
-                                                          else outputs)}
+    if not isinstance(outputs, dict):
+        outputs = {"sequence_output": outputs}
+    keys = ("sequence_output", "pooled_output") if family == "electra" else ("sequence_output",)
+    return {key: keras.ops.convert_to_numpy(outputs[key]) for key in keys}
 
 
 # The families that run on TensorFlow and JAX too (all run on PyTorch); see
 # tests/checkpoints/test_huggingface_export.py's EVERY_BACKEND.
-EVERY_BACKEND = ("roberta", "bart")
+EVERY_BACKEND = ("roberta", "bart", "electra", "t5", "t5_v1_1")
 
 
 @pytest.mark.parametrize("family", FAMILIES)
@@ -85,6 +92,23 @@ def test_the_wordpiece_tokenizer_goes_along(tmp_path):
     kbert.to_keras_hub(classifier, str(tmp_path))
     theirs = keras_hub.models.Tokenizer.from_preset(str(tmp_path))
     assert np.asarray(theirs("The cats sat")).tolist() == tokenizer(["The cats sat"])[0]
+    _, back = kbert.from_keras_hub(str(tmp_path), with_tokenizer=True)
+    assert type(back) is WordPieceTokenizer and back(["The cats sat"]) == tokenizer(["The cats sat"])
+
+
+@pytest.mark.backend_independent
+def test_the_sentence_piece_tokenizer_goes_along_with_t5(tmp_path):
+    from kbert.text import SentencePieceTokenizer, TextPreprocessor, train_sentence_piece
+
+    tokenizer = SentencePieceTokenizer(train_sentence_piece(["the cat sat on the mat"] * 20, vocabulary_size=40))
+    preset, overrides = FAMILIES["t5"]
+    backbone = kbert.models.build(preset, **dict(overrides, vocabulary_size=tokenizer.vocabulary_size))
+    kbert.to_keras_hub(kbert.tasks.Seq2SeqLM(backbone, preprocessor=TextPreprocessor(tokenizer, 8)), str(tmp_path))
+    theirs = keras_hub.models.Tokenizer.from_preset(str(tmp_path))
+    expected = tokenizer.tokenize(["the cat sat"]).to_list()
+    assert [np.asarray(theirs("the cat sat")).tolist()] == expected
+    _, back = kbert.from_keras_hub(str(tmp_path), with_tokenizer=True)
+    assert type(back) is SentencePieceTokenizer and back.tokenize(["the cat sat"]).to_list() == expected
 
 
 @pytest.mark.backend_independent
@@ -95,7 +119,11 @@ def test_the_wordpiece_tokenizer_goes_along(tmp_path):
                                                                              "no counterpart"),
     (lambda: kbert.models.build("gpt2_tiny", **_SMALL, end_id=1), r"intermediate_dim=32: KerasHub's GPT2Backbone "
                                                                   r"computes intermediate_dim=64"),
-], ids=["exact-gelu", "pre-ln", "gpt2-width"])
+    (lambda: kbert.models.build("electra_small", **_SMALL, embedding_dim=8), "activation='gelu': KerasHub's "
+                                                                             "ElectraBackbone computes"),
+    (lambda: kbert.models.build("t5_tiny", **_SMALL, num_buckets=16), "num_buckets=16: KerasHub's T5Backbone "
+                                                                      "computes num_buckets=32"),
+], ids=["exact-gelu", "pre-ln", "gpt2-width", "electra-exact-gelu", "t5-buckets"])
 def test_a_setting_keras_hub_fixes_otherwise_is_named(model, message, tmp_path):
     with pytest.raises(ValueError, match=message):
         kbert.to_keras_hub(model(), str(tmp_path))
@@ -103,7 +131,8 @@ def test_a_setting_keras_hub_fixes_otherwise_is_named(model, message, tmp_path):
 
 @pytest.mark.backend_independent
 def test_a_keras_hub_backbone_without_a_bridge_is_refused():
-    electra = keras_hub.models.ElectraBackbone(vocab_size=30, num_layers=1, num_heads=2, hidden_dim=8,
-                                               embedding_dim=8, intermediate_dim=16)
-    with pytest.raises(ValueError, match="no Hugging Face loader for its ElectraBackbone"):
-        kbert.from_keras_hub(electra)
+    xlnet = keras_hub.models.XLNetBackbone(vocabulary_size=30, num_layers=1, num_heads=2, hidden_dim=8,
+                                           intermediate_dim=16)
+    message = "XLNetBackbone computes another function: its relative position table is right for one sequence only"
+    with pytest.raises(ValueError, match=message):
+        kbert.from_keras_hub(xlnet)
