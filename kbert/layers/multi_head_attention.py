@@ -2,9 +2,15 @@ import keras
 from keras import ops
 
 from kbert.arguments import positive_int, probability
-from kbert import torch_fast_paths
-from kbert.backend_utils import fused_attention, fused_attention_supports, reshape
-from kbert.layers.attention_mask import MASKED_SCORE, causal_mask, merge_attention_masks
+from kbert.backend.ops import (
+    fused_attention,
+    fused_attention_dropout,
+    fused_attention_supports,
+    masked_score,
+    reshape,
+    with_causal_mask,
+)
+from kbert.layers.attention_mask import merge_attention_masks
 from kbert.layers.direct_call import DirectCall
 from kbert.layers.dropout import Dropout, apply_dropout
 from kbert.layers.fused_dense import FusedDense
@@ -20,7 +26,7 @@ class MultiHeadAttention(DirectCall, keras.layers.Layer):
     (BigBird, Longformer) subclass this layer and replace it, keeping the
     projections, masks and weight layout, so any of them plugs into
     `EncoderBlock`. The default dense kernel calls
-    `kbert.backend_utils.fused_attention`, which takes the backend's fused kernel
+    `kbert.backend.ops.fused_attention`, which takes the backend's fused kernel
     (PyTorch `scaled_dot_product_attention`, JAX/XLA's fused attention). When
     attention-probability dropout is active (training with `dropout > 0`),
     PyTorch's fused kernel applies it (`dropout_p`); on TensorFlow and JAX, or
@@ -209,7 +215,7 @@ class MultiHeadAttention(DirectCall, keras.layers.Layer):
         same_width = query.shape[-1] == value.shape[-1]
         fused = same_width and fused_attention_supports(query.dtype)
         dropping = training and self.dropout > 0
-        if fused and (not dropping or torch_fast_paths.active()):  # its dropout is PyTorch's
+        if fused and (not dropping or fused_attention_dropout()):  # its dropout is PyTorch's
             rate = self.dropout_layer.rate if dropping else 0.0
             return fused_attention(query, key, value, mask, self.score_scale, rate, bias,
                                    key_value_heads_first, causal)
@@ -231,7 +237,7 @@ class MultiHeadAttention(DirectCall, keras.layers.Layer):
         if bias is not None:
             scores = scores + ops.cast(bias, "float32")
         if mask is not None:
-            scores = ops.where(mask, scores, MASKED_SCORE)
+            scores = ops.where(mask, scores, masked_score("float32"))
         probabilities = ops.cast(ops.softmax(scores, axis=-1), self.compute_dtype)
         return apply_dropout(self.dropout_layer, probabilities, training)
 
@@ -310,16 +316,6 @@ def mask_heads(layer, x, head_mask, heads_axis=2):
     if len(head_mask.shape) == 2:
         shape[0] = -1
     return x * ops.reshape(ops.cast(head_mask, x.dtype), shape)
-
-
-def with_causal_mask(mask, query_length, key_length):
-    """`mask` (bool, broadcastable to `(batch, heads, query, key)`, or None) and query `i` attending keys `j <= i`.
-
-    >>> ops.convert_to_numpy(with_causal_mask(None, 2, 3)).astype(int).tolist()
-    [[[[1, 0, 0], [1, 1, 0]]]]
-    """
-    causal = causal_mask(query_length, key_length)[:, None]
-    return causal if mask is None else ops.logical_and(mask, causal)
 
 
 def probabilities_spec(query, keys, num_heads, dtype):

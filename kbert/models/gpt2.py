@@ -4,7 +4,7 @@ import keras
 from keras import ops
 
 from kbert.arguments import positive_int, probability
-from kbert.backend_utils import take_indices
+from kbert.backend.ops import take_indices
 from kbert.input_checks import ids, mask
 from kbert.layers.attention_mask import causal_padding_mask
 from kbert.layers.dropout import Dropout, apply_dropout

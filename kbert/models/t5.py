@@ -6,7 +6,8 @@ from keras import ops
 
 from kbert.arguments import head_counts, positive_int, probability
 from kbert.input_checks import ids, mask
-from kbert.layers.attention_mask import causal_mask, fold_padding_mask
+from kbert.backend.ops import causal_mask
+from kbert.layers.attention_mask import fold_padding_mask
 from kbert.layers.dropout import Dropout, apply_dropout
 from kbert.layers.fused_dense import FusedDense
 from kbert.layers.relative_position_bias import RelativePositionBias

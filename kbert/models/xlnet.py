@@ -5,7 +5,7 @@ import numpy as np
 from keras import ops
 
 from kbert.arguments import positive_int, probability
-from kbert.backend_utils import is_eager_tensor
+from kbert.backend.ops import is_eager_tensor
 from kbert.input_checks import check_inputs, ids, mask
 from kbert.layers.dropout import Dropout, apply_dropout
 from kbert.layers.reversible_embedding import ReversibleEmbedding
