@@ -1,7 +1,7 @@
 import keras
 from keras import ops
 
-from kbert.arguments import positive_int, probability
+from kbert.arguments import one_of, positive_int, probability
 from kbert.backend.ops import (
     fused_attention,
     fused_attention_dropout,
@@ -16,6 +16,10 @@ from kbert.layers.dropout import Dropout, apply_dropout
 from kbert.layers.fused_dense import FusedDense
 from kbert.layers.initializers import clone_initializer
 from kbert.layers.sparse_attention import check_self_attention
+
+
+# The kernels an attention layer may be asked for (`attention_implementation`).
+ATTENTION_IMPLEMENTATIONS = ("auto", "fused", "explicit")
 
 
 @keras.saving.register_keras_serializable(package="kbert")
@@ -45,6 +49,11 @@ class MultiHeadAttention(DirectCall, keras.layers.Layer):
         scale: factor on the scores; `None` is `1/sqrt(key_dim)` (T5: 1.0).
         kernel_initializer: initializer of the projection kernels.
         bias_initializer: initializer of the projection biases.
+        attention_implementation: the scoring kernel (`ATTENTION_IMPLEMENTATIONS`):
+            "fused" (the backend's fused kernel; a call it cannot take is
+            refused), "explicit" (scores computed in the open, any mask and
+            dropout), or "auto" (fused where it can take the call, else
+            explicit). docs/architecture.md §5 tabulates them.
 
     Call arguments:
         query: `(batch, query_length, width)`.
@@ -89,9 +98,13 @@ class MultiHeadAttention(DirectCall, keras.layers.Layer):
         scale=None,
         kernel_initializer="glorot_uniform",
         bias_initializer="zeros",
+        attention_implementation="auto",
         **kwargs,
     ):
         super().__init__(**kwargs)
+        self.attention_implementation = one_of(
+            "attention_implementation", attention_implementation, ATTENTION_IMPLEMENTATIONS
+        )
         self.num_heads = positive_int("num_heads", num_heads)
         self.key_dim = positive_int("key_dim", key_dim)
         self.value_dim = positive_int("value_dim", key_dim if value_dim is None else value_dim)
@@ -209,13 +222,8 @@ class MultiHeadAttention(DirectCall, keras.layers.Layer):
         Returns:
             `(batch, query_length, heads, value_dim)`.
         """
-        # JAX's fused kernel needs value heads as wide as key heads; other
-        # widths (value_dim != key_dim), and float16 where the backend cannot
-        # compile it (JAX on CPU), take the explicit path below.
-        same_width = query.shape[-1] == value.shape[-1]
-        fused = same_width and fused_attention_supports(query.dtype)
         dropping = training and self.dropout > 0
-        if fused and (not dropping or fused_attention_dropout()):  # its dropout is PyTorch's
+        if self._takes_fused_kernel(query, value, dropping):
             rate = self.dropout_layer.rate if dropping else 0.0
             return fused_attention(query, key, value, mask, self.score_scale, rate, bias,
                                    key_value_heads_first, causal)
@@ -224,6 +232,28 @@ class MultiHeadAttention(DirectCall, keras.layers.Layer):
         if causal:
             mask = with_causal_mask(mask, query.shape[1], key.shape[1])
         return self._explicit_attention(query, key, value, mask, bias, training)[0]
+
+    def _takes_fused_kernel(self, query, value, dropping):
+        """Whether `attend` runs the fused kernel, by `attention_implementation`; "fused" refuses a
+        call the kernel cannot take.
+
+        JAX's fused kernel needs value heads as wide as key heads; float16
+        does not compile where the backend cannot (JAX on the CPU); attention
+        dropout in training is the fused kernel's only on PyTorch's fast path.
+        """
+        if self.attention_implementation == "explicit":
+            return False
+        reason = None
+        if query.shape[-1] != value.shape[-1]:
+            reason = "value heads differ in width from key heads"
+        elif not fused_attention_supports(query.dtype):
+            reason = f"the backend's fused kernel does not compile for {query.dtype} here"
+        elif dropping and not fused_attention_dropout():
+            reason = "attention dropout in training is the fused kernel's only on PyTorch's fast path"
+        if reason is not None and self.attention_implementation == "fused":
+            raise ValueError(f"{self.name}: attention_implementation='fused' cannot take this call: "
+                             f"{reason}; use 'auto' or 'explicit'.")
+        return reason is None
 
     def _explicit_attention(self, query, key, value, mask, bias, training):
         """`(context, probabilities)` with the scores computed explicitly (see `_probabilities`)."""
@@ -281,6 +311,7 @@ class MultiHeadAttention(DirectCall, keras.layers.Layer):
                 "scale": self.scale,
                 "kernel_initializer": keras.initializers.serialize(self.kernel_initializer),
                 "bias_initializer": keras.initializers.serialize(self.bias_initializer),
+                "attention_implementation": self.attention_implementation,
             }
         )
         return config
