@@ -89,21 +89,21 @@ class Backbone(InputChecks, keras.Model):
     # flash kernel takes none) or with the causal rule as a flag.
     UNPADDED_MASKS = ()
 
-    def runs_layers(self, inputs):
+    def bypasses_graph(self, inputs):
         """Whether a call on `inputs` runs the layers directly rather than the functional graph."""
         if not isinstance(inputs, dict) or all(inputs.get(name) is not None for name in self.UNPADDED_MASKS):
             return False  # asks nothing of the values: the common call stays as it was, traced or not
         return not any(keras.backend.is_keras_tensor(value) for value in inputs.values())
 
     def __call__(self, inputs, *args, **kwargs):
-        if self.runs_layers(inputs):
+        if self.bypasses_graph(inputs):
             check_inputs(self, inputs)
             return self.run_layers(inputs, training=_training(args, kwargs))
         return super().__call__(inputs, *args, **kwargs)
 
     def call(self, inputs, *args, **kwargs):
         # `fit`, `evaluate` and `predict` on JAX reach `call` without `__call__`.
-        if self.runs_layers(inputs):
+        if self.bypasses_graph(inputs):
             return self.run_layers(inputs, training=_training(args, kwargs))
         check_inputs(self, inputs)
         return super().call(inputs, *args, **kwargs)

@@ -307,10 +307,10 @@ class Encoder(Backbone):
 
     UNPADDED_MASKS = ("padding_mask",)
 
-    def runs_layers(self, inputs):
+    def bypasses_graph(self, inputs):
         """Whether a call runs the layers directly: with a `head_mask`, or nothing padded (see `Backbone`)."""
         head_mask = isinstance(inputs, dict) and inputs.get("head_mask") is not None
-        return head_mask or super().runs_layers(inputs)
+        return head_mask or super().bypasses_graph(inputs)
 
     def __call__(self, inputs, *args, **kwargs):
         return super().__call__(self.fill_global_attention_mask(inputs), *args, **kwargs)
