@@ -37,7 +37,7 @@ import numpy as np  # noqa: E402
 
 import kbert  # noqa: E402  (imports Keras quietly)
 import keras  # noqa: E402
-from kbert.backend_utils import quiet_import  # noqa: E402
+from kbert.backend.imports import quiet_import  # noqa: E402
 from kbert.training.optimizers import NO_DECAY_VARIABLE_NAMES  # noqa: E402
 
 SIZE = dict(vocabulary_size=30522, num_layers=12, num_heads=12, hidden_dim=768, intermediate_dim=3072)

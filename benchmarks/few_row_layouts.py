@@ -2,12 +2,12 @@
 
     python benchmarks/few_row_layouts.py [--rows 8] [--pool-mb 600] [--repeats 3] [--threads 2]
 
-In eager PyTorch inference on at most `kbert.torch_fast_paths.FEW_ROWS` rows (a
+In eager PyTorch inference on at most `kbert.backend.torch_ops.FEW_ROWS` rows (a
 decoding step) a matmul's time is the time to read its weight, and that
 depends on the weight's layout. kbert reads a layer's kernel as a contiguous
 `(out, in)` and a vocabulary projection (more than `WIDE_OUTPUT` outputs) as
 a contiguous `(in, out)`, keeping a transposed copy where the parameter is
-stored the other way (`torch_fast_paths.matmul_operand`). The rule was chosen
+stored the other way (`torch_ops.matmul_operand`). The rule was chosen
 from this table, and the best layout is the CPU's (its matmul library's) to
 decide: rerun it on another machine to check the rule there.
 
@@ -26,7 +26,7 @@ import time
 
 import torch
 
-from kbert import torch_fast_paths
+from kbert.backend import torch_ops
 
 SHAPES = {
     "t5_small attention": (512, 512),
@@ -65,10 +65,10 @@ def measure(in_features, out_features, args):
 
 def kbert_layout(in_features, out_features, inputs):
     """The layout kbert's few-row path reads a Keras `(in, out)` kernel of this shape in, asked of
-    `torch_fast_paths.matmul_operand` itself."""
+    `torch_ops.matmul_operand` itself."""
     kernel = torch.nn.Parameter(torch.empty(in_features, out_features), requires_grad=False)
     with torch.no_grad():
-        operand = torch_fast_paths.matmul_operand(inputs, kernel)
+        operand = torch_ops.matmul_operand(inputs, kernel)
     return "(out, in)" if operand.T.is_contiguous() else "(in, out)"
 
 

@@ -26,7 +26,7 @@ import kbert  # noqa: E402  (imports Keras quietly)
 import keras  # noqa: E402
 from encoder_throughput import SIZE, keras_adamw, make_inputs, median_times  # noqa: E402
 
-from kbert.backend_utils import quiet_import  # noqa: E402
+from kbert.backend.imports import quiet_import  # noqa: E402
 from kbert.pretraining import create_optimizer  # noqa: E402
 
 NUM_CLASSES = 2

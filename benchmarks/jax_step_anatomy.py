@@ -250,10 +250,10 @@ def dropout_seconds(prng, shape=(16, 12, 128, 128), repeats=5):
     import jax
     import numpy as np
 
-    from kbert.backend_utils import jax_dropout
+    from kbert.backend.jax_ops import prng_dropout
 
     x = jax.numpy.ones(shape, "bfloat16")
-    draw = jax.jit(lambda x, seed: jax_dropout(x, 0.1, seed, prng))
+    draw = jax.jit(lambda x, seed: prng_dropout(x, 0.1, seed, prng))
     seed = np.array([0, 1], "uint32")
     draw(x, seed).block_until_ready()
     times = []
@@ -284,13 +284,13 @@ def _sharded_dropout_child():
     import numpy as np
     from jax.sharding import NamedSharding, PartitionSpec
 
-    from kbert.backend_utils import JAX_DROPOUT_PRNGS, jax_dropout
+    from kbert.backend.jax_ops import DROPOUT_PRNGS, prng_dropout
 
     x = jax.numpy.ones((8, 4, 16, 16), "bfloat16")
     sharded = jax.device_put(x, NamedSharding(jax.make_mesh((4,), ("batch",)), PartitionSpec("batch")))
     seed, results = np.array([3, 5], "uint32"), {}
-    for prng in JAX_DROPOUT_PRNGS:
-        draw = jax.jit(lambda x, seed, prng=prng: jax_dropout(x, 0.1, seed, prng).astype("float32"))
+    for prng in DROPOUT_PRNGS:
+        draw = jax.jit(lambda x, seed, prng=prng: prng_dropout(x, 0.1, seed, prng).astype("float32"))
         try:
             same = np.array_equal(np.asarray(draw(x, seed)), np.asarray(draw(sharded, seed)))
             results[prng] = "same mask" if same else "other mask"
@@ -331,9 +331,9 @@ def main(argv=None):
 
     if keras.backend.backend() != "jax":
         sys.exit("jax_step_anatomy.py runs on JAX: KERAS_BACKEND=jax.")
-    from kbert.backend_utils import jax_dropout_prng
+    from kbert.backend.jax_ops import dropout_prng
 
-    columns = {f"kbert ({jax_dropout_prng()})": anatomy(kbert_model, SIZES),
+    columns = {f"kbert ({dropout_prng()})": anatomy(kbert_model, SIZES),
                "kbert threefry (as before)": anatomy(kbert_model, SIZES, "threefry"),
                "kbert rbg": anatomy(kbert_model, SIZES, "rbg"),
                "keras-hub BertMaskedLM": anatomy(keras_hub_model, SIZES)}

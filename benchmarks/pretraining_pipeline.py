@@ -40,7 +40,7 @@ import kbert  # noqa: E402  (imports Keras quietly)
 import keras  # noqa: E402
 from encoder_throughput import SIZE, keras_adamw, median_times  # noqa: E402
 
-from kbert.backend_utils import quiet_import  # noqa: E402
+from kbert.backend.imports import quiet_import  # noqa: E402
 from kbert.pretraining import BertPretrainer, create_optimizer, pretraining_dataset  # noqa: E402
 from kbert.jobs.pretraining_run import default_corpus  # noqa: E402
 

@@ -38,7 +38,7 @@ from kbert.jobs.run_outputs import run_optimizer  # noqa: E402
 from kbert.jobs.t5_objectives import t5_data, t5_objective  # noqa: E402
 from kbert.jobs.task_examples import TaskExamples  # noqa: E402
 from kbert.jobs.vocabulary_kind import SENTENCE_PIECE  # noqa: E402
-from kbert.backend_utils import set_random_seed  # noqa: E402
+from kbert.backend.imports import set_random_seed  # noqa: E402
 from kbert.pretraining import T5_OBJECTIVES  # noqa: E402
 
 # The T5 paper's GLUE averages (Table 5: prefix LM, BERT-style, deshuffling; Table 6: the BERT-style variants).

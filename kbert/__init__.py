@@ -12,7 +12,7 @@ import os
 # of the console unless the user has asked for them.
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
-from kbert.backend_utils import quiet_import  # noqa: E402
+from kbert.backend.imports import quiet_import  # noqa: E402
 
 # Under the TensorFlow backend, `import keras` imports TensorFlow.
 quiet_import("keras")

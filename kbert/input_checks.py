@@ -29,7 +29,9 @@ from typing import NamedTuple
 
 import numpy as np
 
-from kbert.backend_utils import is_eager_tensor, traced_as_written
+from kbert.backend.ops import is_eager_tensor
+
+from kbert.backend.imports import traced_as_written
 
 TOKENS = ("batch", "sequence")
 PREDICTIONS = ("batch", "predictions")

@@ -25,7 +25,7 @@ import time
 import keras
 import numpy as np
 
-from kbert.backend_utils import framework_random_state, host_numpy, set_framework_random_state
+from kbert.backend.ops import framework_random_state, host_numpy, set_framework_random_state
 
 RUN_FILE = "run.json"
 CHECKPOINT_FILE = "checkpoint.npz"

@@ -25,7 +25,7 @@ import numpy as np
 import pytest
 from helpers import BACKEND, to_float32_numpy, to_numpy
 
-from kbert.backend_utils import dtype_name
+from kbert.backend.ops import dtype_name
 from kbert.models import seq2seq_inputs
 
 

@@ -17,7 +17,7 @@ slowest backend's suite as two processes; a fixed split, so a failure
 reproduces with the same shard.
 
 A test marked `@pytest.mark.fast_paths_both_ways` (a parity check) runs twice
-on PyTorch, with `kbert.torch_fast_paths` on and off (ids `[fast_paths_on]`,
+on PyTorch, with `kbert.backend.fast_paths` on and off (ids `[fast_paths_on]`,
 `[fast_paths_off]`); the other backends have no fast paths and run it once.
 """
 
@@ -34,8 +34,8 @@ import kbert  # noqa: E402, F401  (first of kbert: imports Keras with TensorFlow
 import keras  # noqa: E402
 import pytest  # noqa: E402
 
-from kbert import torch_fast_paths  # noqa: E402
-from kbert.backend_utils import quiet_import  # noqa: E402
+from kbert.backend import fast_paths  # noqa: E402
+from kbert.backend.imports import quiet_import  # noqa: E402
 
 INDEPENDENT_RUN = "torch"
 
@@ -65,7 +65,7 @@ def _fast_paths_switch(request):
     """The PyTorch fast paths switched as a `fast_paths_both_ways` test's parameter says (see above)."""
     callspec = getattr(request.node, "callspec", None)
     setting = callspec.params.get("fast_paths") if callspec else None
-    with torch_fast_paths.switched(setting != "fast_paths_off") if setting else contextlib.nullcontext():
+    with fast_paths.switched(setting != "fast_paths_off") if setting else contextlib.nullcontext():
         yield
 
 

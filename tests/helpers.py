@@ -18,7 +18,7 @@ import keras
 import numpy as np
 import pytest
 
-from kbert.backend_utils import dtype_name
+from kbert.backend.ops import dtype_name
 
 BACKEND = keras.backend.backend()
 

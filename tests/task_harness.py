@@ -20,7 +20,7 @@ import pytest
 from backbone_harness import BACKBONE_CHECKS, BackboneCase, check_dtype_policy, run_backbone_check
 from helpers import BACKEND, to_numpy
 
-from kbert.backend_utils import dtype_name
+from kbert.backend.ops import dtype_name
 
 
 @dataclasses.dataclass

@@ -2,7 +2,9 @@
 
 The layers, lowest first (docs/architecture.md describes them). Imports are
 read from the source, module-level and function-level alike, so a lazy import
-counts as much as any other.
+counts as much as any other. The model code (`NEUTRAL`) reaches the backends
+only through `kbert.backend`'s neutral modules: it imports no framework, no
+backend's own module, and never asks `keras.backend.backend()`.
 """
 
 import ast
@@ -15,8 +17,8 @@ pytestmark = pytest.mark.backend_independent  # the same on every backend: one r
 ROOT = pathlib.Path(__file__).resolve().parents[1] / "kbert"
 
 LAYERS = (
-    {"torch_fast_paths"},
-    {"arguments", "backend_utils", "torch_compilation"},
+    {"backend"},
+    {"arguments"},
     {"input_checks", "serialization"},
     {"layers", "text"},
     {"models"},
@@ -68,3 +70,42 @@ def test_imports_go_down(path, unit, imported):
     assert imported == unit or RANK[imported] < RANK[unit], (
         f"{path} ({unit}, layer {RANK[unit]}) imports kbert.{imported} (layer {RANK[imported]})"
     )
+
+
+# The packages that reach the backends only through kbert.backend's neutral modules
+# (the distribution engines, the exporters and the jobs may be backend-specific).
+NEUTRAL = ("layers", "models", "generation", "training", "tasks", "pretraining", "analysis")
+NEUTRAL_BACKEND_MODULES = {"ops", "fast_paths", "imports", "private_state"}
+FRAMEWORKS = {"torch", "jax", "jaxlib", "tensorflow"}
+
+
+def _backend_specific_uses(tree):
+    """`(line, what)` for each framework import, import of a backend's own module, and `backend()` call."""
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            modules = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and not node.level and node.module:
+            modules = [node.module] + [f"{node.module}.{alias.name}" for alias in node.names]
+        else:
+            modules = []
+        for module in modules:
+            parts = module.split(".")
+            if parts[0] in FRAMEWORKS:
+                yield node.lineno, f"imports {module}"
+            elif parts[:2] == ["kbert", "backend"] and len(parts) > 2 and parts[2] not in NEUTRAL_BACKEND_MODULES:
+                yield node.lineno, f"imports {module}"
+        if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+                and node.func.attr == "backend" and isinstance(node.func.value, ast.Attribute)
+                and node.func.value.attr == "backend"):
+            yield node.lineno, "asks keras.backend.backend()"
+
+
+def _neutral_files():
+    return [path for unit in NEUTRAL for path in sorted((ROOT / unit).rglob("*.py"))]
+
+
+@pytest.mark.parametrize("path", _neutral_files(), ids=lambda path: str(path.relative_to(ROOT)))
+def test_model_code_reaches_the_backends_through_kbert_backend_only(path):
+    uses = [f"line {line}: {what}" for line, what in _backend_specific_uses(ast.parse(path.read_text()))]
+    assert not uses, (f"{path.relative_to(ROOT.parent)} must use kbert.backend.ops "
+                      f"(docs/architecture.md §5): {'; '.join(uses)}")

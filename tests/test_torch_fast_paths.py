@@ -1,7 +1,7 @@
-"""`kbert.torch_fast_paths`: the switch, the in-place cache scope, the few-row weight layouts.
+"""`kbert.backend.fast_paths`: the switch, the in-place cache scope, the few-row weight layouts.
 
 The fast paths' numbers are checked where their backend-neutral forms are
-(`tests/test_backend_utils.py`, the layers' and models' tests); the parity
+(`tests/backend/test_ops.py`, the layers' and models' tests); the parity
 tests marked `fast_paths_both_ways` run on PyTorch with the switch on and off.
 """
 
@@ -14,14 +14,14 @@ import numpy as np
 import pytest
 from helpers import BACKEND, to_numpy
 
-from kbert import torch_fast_paths
-from kbert.backend_utils import dense
+from kbert.backend import fast_paths, torch_ops
+from kbert.backend.ops import dense
 
 
 def switch_in_a_new_process(value):
     """What `active()` says under PyTorch in a fresh process with `KBERT_FAST_PATHS=value`: (rc, output)."""
     env = dict(os.environ, KBERT_FAST_PATHS=value, KERAS_BACKEND="torch")
-    code = "from kbert import torch_fast_paths; print(torch_fast_paths.active())"
+    code = "from kbert.backend import fast_paths; print(fast_paths.active())"
     result = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
     return result.returncode, (result.stdout + result.stderr).strip()
 
@@ -36,22 +36,22 @@ def test_the_environment_variable_sets_the_switch_and_refuses_other_values():
 
 
 def test_switched_restores_the_setting_even_on_errors():
-    before = torch_fast_paths.active()
-    with pytest.raises(RuntimeError), torch_fast_paths.switched(False):
-        assert not torch_fast_paths.active()
-        with torch_fast_paths.switched(True):
-            assert torch_fast_paths.active() == (BACKEND == "torch")
+    before = fast_paths.active()
+    with pytest.raises(RuntimeError), fast_paths.switched(False):
+        assert not fast_paths.active()
+        with fast_paths.switched(True):
+            assert fast_paths.active() == (BACKEND == "torch")
         raise RuntimeError
-    assert torch_fast_paths.active() == before == (BACKEND == "torch")
+    assert fast_paths.active() == before == (BACKEND == "torch")
 
 
 def test_in_place_cache_writes_only_inside_the_scope_with_the_fast_paths_on():
-    assert not torch_fast_paths.writes_caches_in_place()
-    with torch_fast_paths.in_place_cache_writes():
-        assert torch_fast_paths.writes_caches_in_place() == (BACKEND == "torch")
-        with torch_fast_paths.switched(False):
-            assert not torch_fast_paths.writes_caches_in_place()
-    assert not torch_fast_paths.writes_caches_in_place()
+    assert not fast_paths.writes_caches_in_place()
+    with fast_paths.in_place_cache_writes():
+        assert fast_paths.writes_caches_in_place() == (BACKEND == "torch")
+        with fast_paths.switched(False):
+            assert not fast_paths.writes_caches_in_place()
+    assert not fast_paths.writes_caches_in_place()
 
 
 @pytest.mark.skipif(BACKEND != "torch", reason="the few-row layouts are PyTorch's")
@@ -63,7 +63,7 @@ def test_few_row_inference_reads_a_wide_output_as_in_out(kernel_transposed):
     import torch
 
     rng = np.random.default_rng(6)
-    units = torch_fast_paths.WIDE_OUTPUT + 1
+    units = torch_ops.WIDE_OUTPUT + 1
     x = rng.standard_normal((2, 1, 4)).astype("float32")
     stored = rng.standard_normal((units, 4) if kernel_transposed else (4, units)).astype("float32")
     variable = keras.Variable(stored)
@@ -73,7 +73,7 @@ def test_few_row_inference_reads_a_wide_output_as_in_out(kernel_transposed):
             kernel = stored.T * scale if kernel_transposed else stored * scale
             outputs = dense(x, variable, None, kernel_transposed=kernel_transposed)
             np.testing.assert_allclose(to_numpy(outputs), x @ kernel, atol=1e-5, rtol=0)
-    assert (id(variable.value) in torch_fast_paths._LINEAR_WEIGHTS) == kernel_transposed
+    assert (id(variable.value) in torch_ops._LINEAR_WEIGHTS) == kernel_transposed
 
 
 @pytest.mark.skipif(BACKEND != "torch", reason="the few-row layouts are PyTorch's")
@@ -89,7 +89,7 @@ def test_few_row_inference_copies_no_slice_of_a_parameter():
     with torch.no_grad():
         outputs = dense(x, variable.value[:, :3], None)
     np.testing.assert_allclose(to_numpy(outputs), x @ stored[:, :3], atol=1e-5, rtol=0)
-    assert id(variable.value) not in torch_fast_paths._LINEAR_WEIGHTS
+    assert id(variable.value) not in torch_ops._LINEAR_WEIGHTS
 
 
 @pytest.mark.skipif(BACKEND != "torch", reason="the fast paths are PyTorch's")
@@ -108,19 +108,19 @@ def test_a_memoized_conversion_is_shared_by_views_and_redone_after_a_change():
         return convert
 
     mask = torch.tensor([[0, 1, 1]])
-    first = torch_fast_paths.memoized("test", mask[:, None], (), conversion(mask))
-    again = torch_fast_paths.memoized("test", mask[:, None], (), conversion(mask))
+    first = torch_ops.memoized("test", mask[:, None], (), conversion(mask))
+    again = torch_ops.memoized("test", mask[:, None], (), conversion(mask))
     assert again is first and len(calls) == 1
     mask[0, 0] = 1  # in place: its version changes
-    changed = torch_fast_paths.memoized("test", mask[:, None], (), conversion(mask))
+    changed = torch_ops.memoized("test", mask[:, None], (), conversion(mask))
     assert changed.tolist() == [[2.0, 2.0, 2.0]] and len(calls) == 2
-    torch_fast_paths.memoized("test", mask[:, None, :2], (), conversion(mask))  # another view
-    torch_fast_paths.memoized("test", mask[:, None, :2], (torch.zeros(1),), conversion(mask))
+    torch_ops.memoized("test", mask[:, None, :2], (), conversion(mask))  # another view
+    torch_ops.memoized("test", mask[:, None, :2], (torch.zeros(1),), conversion(mask))
     assert len(calls) == 4
     key = ("test", id(mask))
-    assert key in torch_fast_paths._MEMO
+    assert key in torch_ops._MEMO
     del mask
-    assert key not in torch_fast_paths._MEMO
+    assert key not in torch_ops._MEMO
 
 
 @pytest.mark.skipif(BACKEND != "torch", reason="the fast paths are PyTorch's")
@@ -128,7 +128,7 @@ def test_a_column_and_cache_writes_in_place_equal_numpy():
     import torch
 
     buffer = torch.zeros((2, 4), dtype=torch.int32)
-    written = torch_fast_paths.write_column(buffer, torch.tensor(2, dtype=torch.int32),
+    written = torch_ops.write_column(buffer, torch.tensor(2, dtype=torch.int32),
                                             torch.tensor([5, 6], dtype=torch.int32))
     assert written is buffer and buffer.tolist() == [[0, 0, 5, 0], [0, 0, 6, 0]]
     rng = np.random.default_rng(8)
@@ -137,8 +137,8 @@ def test_a_column_and_cache_writes_in_place_equal_numpy():
     expected = cache.copy()
     expected[:, :, 0, 1:3], expected[:, :, 1, 1:3] = keys, values
     tensor = torch.tensor(cache)
-    with torch_fast_paths.in_place_cache_writes():
-        halves = torch_fast_paths.write_cache(tensor, torch.tensor(keys), torch.tensor(values),
+    with fast_paths.in_place_cache_writes():
+        halves = torch_ops.write_cache(tensor, torch.tensor(keys), torch.tensor(values),
                                               torch.tensor(1, dtype=torch.int32))
     np.testing.assert_array_equal(tensor.numpy(), expected)
     np.testing.assert_array_equal(np.stack([h.numpy() for h in halves], axis=2), expected)

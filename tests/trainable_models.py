@@ -77,7 +77,7 @@ def _span_question_answering():
     """On a BERT encoder: the test file's case runs Longformer, whose index tables break the graph.
 
     Longformer and BigBird build their index tables with NumPy at the first call
-    of each shape (`kbert.backend_utils.constant_tensors`); under dynamo,
+    of each shape (`kbert.backend.ops.constant_tensors`); under dynamo,
     Keras' `convert_to_tensor` of those arrays reads `ndarray.dtype`, which
     dynamo does not trace, so both families' steps break there.
     """
@@ -103,7 +103,7 @@ def _bart():
 
 
 # Every pretrainer and task. ElectraPretrainer's sampling draws from PyTorch's global generator on
-# the fast path (`torch_fast_paths.uniform_like`): Keras' seeded draws go through a function it keeps
+# the fast path (`torch_ops.uniform_like`): Keras' seeded draws go through a function it keeps
 # out of `torch.compile` (pytorch/pytorch#88576), which split the step into 12 graphs; its detection
 # loss avoids Keras' PyTorch `binary_crossentropy` (a `torch.backends.mps.is_available()` call).
 MODELS = {

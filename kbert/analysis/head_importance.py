@@ -4,7 +4,7 @@ import keras
 import numpy as np
 
 from kbert.analysis.wrapped_encoder import wrapped_encoder
-from kbert.backend_utils import value_and_gradients
+from kbert.backend.ops import value_and_gradients
 
 
 def head_importance(model, batches, loss_fn=None, normalize=True):

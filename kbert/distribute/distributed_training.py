@@ -8,7 +8,10 @@ import sys
 
 import keras
 
-from kbert.backend_utils import host_numpy, quiet_import, traced_as_written
+from kbert.backend.ops import host_numpy
+from kbert.backend.private_state import clear_variable_layout
+
+from kbert.backend.imports import quiet_import, traced_as_written
 from kbert.distribute.engines import default_strategy, device_mesh, get_distribution, jit_compile_for, layout_map
 
 MODES = ("none", "data", "model")
@@ -258,7 +261,7 @@ class DistributedTraining:
         variables = [*model.variables, *(model.optimizer.variables if model.optimizer else ())]
         for variable in variables:
             value = host_numpy(variable)
-            variable._layout = None  # Keras' JAX variable re-shards an assigned value by its layout
+            clear_variable_layout(variable)  # Keras' JAX variable re-shards an assigned value by its layout
             variable.assign(value)
 
     def chief_first(self, create):

@@ -36,7 +36,7 @@ import re
 
 import keras
 
-from kbert.backend_utils import quiet_import
+from kbert.backend.imports import quiet_import
 
 MODEL_AXIS = "model"
 BATCH_AXIS = "batch"

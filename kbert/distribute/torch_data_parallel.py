@@ -14,6 +14,8 @@ import os
 
 import keras
 
+from kbert.backend.private_state import call_takes_training, compute_loss_of_step, loss_tracker
+
 
 def join_process_group(timeout_seconds):
     """Join the `torchrun` processes (`RANK` of `WORLD_SIZE`); a collective waits at most `timeout_seconds`."""
@@ -54,12 +56,12 @@ def use_distributed_data_parallel(model):
 
     def train_step(data):
         x, y, sample_weight = keras.utils.unpack_x_y_sample_weight(data)
-        y_pred = parallel(x, training=True) if model._call_has_training_arg else parallel(x)
+        y_pred = parallel(x, training=True) if call_takes_training(model) else parallel(x)
         model.zero_grad()
-        loss = _global_mean(model._compute_loss(x=x, y=y, y_pred=y_pred, sample_weight=sample_weight,
-                                                training=True))
+        loss = _global_mean(compute_loss_of_step(model, x=x, y=y, y_pred=y_pred, sample_weight=sample_weight,
+                                                 training=True))
         rows = next(t for t in keras.tree.flatten(x) if t is not None).shape[0]
-        model._loss_tracker.update_state(loss, sample_weight=rows)
+        loss_tracker(model).update_state(loss, sample_weight=rows)
         model.optimizer.scale_loss(loss).backward()
         variables = model.trainable_weights[:]
         with torch.no_grad():

@@ -3,8 +3,8 @@
 import numpy as np
 from keras import ops
 
-from kbert import torch_fast_paths
-from kbert.backend_utils import take_indices
+from kbert.backend import fast_paths
+from kbert.backend.ops import take_indices
 from kbert.generation.generator import Generator
 
 
@@ -90,7 +90,7 @@ class CausalLMGenerator(Generator):
         # fused kernel (no mask tensor). Read here, from the host's copy; only
         # PyTorch's loop runs eagerly: a traced loop would keep the first call's
         # answer for later prompts of the same shape.
-        self._unpadded_prompt = torch_fast_paths.active() and bool(padding_mask.all())
+        self._unpadded_prompt = fast_paths.active() and bool(padding_mask.all())
         return self._run(token_ids, padding_mask)
 
     def _generate(self, seed_state, token_ids, padding_mask):

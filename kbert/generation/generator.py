@@ -8,11 +8,11 @@ number of steps around it, choosing each next token with
 `kbert.generation.samplers`, stopping row by row at the end id (then padding
 with the pad id) and for good once every row has ended.
 
-The loop is XLA-compiled on TensorFlow and JAX (`compile_loop`); on PyTorch
+The loop is XLA-compiled on TensorFlow and JAX (`kbert.backend.ops.compile_loop`); on PyTorch
 it stays a Python loop under `torch.no_grad`, whose per-step model call is
-compiled by `torch.compile` with `jit_compile=True` (`torch_compiled_method`).
+compiled by `torch.compile` with `jit_compile=True` (`kbert.backend.ops.compiled_step_method`).
 The loop never reads a key/value cache again after passing it to the model,
-so it runs inside `kbert.torch_fast_paths.in_place_cache_writes()`: on
+so it runs inside `kbert.in_place_cache_writes()`: on
 PyTorch's fast path the layers then write each step's keys and values into
 the caches instead of copying them (XLA reuses the loop's buffers on
 TensorFlow and JAX anyway).
@@ -22,7 +22,8 @@ import keras
 import numpy as np
 from keras import ops
 
-from kbert import torch_fast_paths
+from kbert.backend.fast_paths import in_place_cache_writes
+from kbert.backend.ops import column_writer, compile_loop, compiled_step_method, jit_compiles_by_default
 from kbert.arguments import number, one_of, positive_int, positive_number
 from kbert.input_checks import check_ids_in_range, checked_upstream
 from kbert.generation.samplers import (
@@ -32,47 +33,6 @@ from kbert.generation.samplers import (
     initial_beam_scores,
     next_tokens,
 )
-from kbert.torch_compilation import torch_compiled_method
-
-
-def compile_loop(fn, model, jit_compile, reduce_retracing=True):
-    """`fn(seed_state, *inputs)` as the backend runs it: the whole loop under XLA on TF/JAX.
-
-    On TensorFlow, `reduce_retracing` lets one trace serve inputs of other
-    shapes (XLA still compiles a program per shape); `False` keeps each trace's
-    shapes static.
-
-    On JAX the model variables become arguments of the jitted function
-    (`keras.StatelessScope`), so weights are not baked into the program. On
-    PyTorch the loop stays a Python loop, run under `torch.no_grad`.
-    """
-    backend = keras.backend.backend()
-    if backend == "tensorflow" and jit_compile:
-        import tensorflow as tf
-
-        return tf.function(fn, jit_compile=True, reduce_retracing=reduce_retracing)
-    if backend == "jax" and jit_compile:
-        import jax
-
-        variables = list(model.trainable_variables) + list(model.non_trainable_variables)
-
-        def stateless(values, seed_state, *inputs):
-            with keras.StatelessScope(state_mapping=list(zip(variables, values))):
-                return fn(seed_state, *inputs)
-
-        jitted = jax.jit(stateless)
-        return lambda seed_state, *inputs: jitted(
-            [v.value for v in variables], seed_state, *inputs
-        )
-    if backend == "torch":
-        import torch
-
-        def no_grad(*args):
-            with torch.no_grad():
-                return fn(*args)
-
-        return no_grad
-    return fn
 
 
 class Generator:
@@ -128,7 +88,7 @@ class Generator:
         if jit_compile not in ("auto", True, False):
             raise ValueError(f"jit_compile must be 'auto', True or False; received {jit_compile!r}.")
         if jit_compile == "auto":
-            jit_compile = keras.backend.backend() != "torch"
+            jit_compile = jit_compiles_by_default()
         self.jit_compile = jit_compile
         self.seed_generator = keras.random.SeedGenerator(seed)
         self._function = compile_loop(
@@ -148,9 +108,8 @@ class Generator:
 
     def _compiled_step(self, name):
         """The model's per-step method, under `torch.compile` where asked for."""
-        torch_backend = keras.backend.backend() == "torch"
-        if torch_backend and self.jit_compile and self.use_cache:
-            return torch_compiled_method(self.model, name)
+        if self.jit_compile and self.use_cache:
+            return compiled_step_method(self.model, name)
         return getattr(self.model, name)
 
     def _read_inputs(self, inputs, names):
@@ -175,7 +134,7 @@ class Generator:
         would read ids back to the host at every step.
         """
         tensors = [ops.convert_to_tensor(np.asarray(x, "int32")) for x in inputs]
-        with checked_upstream(), torch_fast_paths.in_place_cache_writes():
+        with checked_upstream(), in_place_cache_writes():
             tokens, seed_state = self._function(self.seed_generator.state.value, *tensors)
         self.seed_generator.state.assign(seed_state)
         return np.asarray(ops.convert_to_numpy(tokens), "int32")
@@ -202,7 +161,7 @@ class Generator:
         # The step's constants as tensors made once: on eager PyTorch a Python
         # number or list in a step is a host-to-device copy at every step.
         pad_id, end_id = (ops.convert_to_tensor(i, "int32") for i in (self.pad_id, self.end_id))
-        write_column = _column_writer(offset)
+        write_column = column_writer(offset)
 
         def cond(index, tokens, caches, finished, scores, seed_state):
             return ops.logical_not(ops.all(finished))  # at most `steps` steps: `maximum_iterations`
@@ -231,22 +190,3 @@ class Generator:
         if beams > 1:
             tokens = best_beams(tokens, scores, beams, self.end_id, self.length_penalty)
         return tokens, seed_state
-
-
-def _column_writer(offset):
-    """`(tokens, index, ids) -> tokens` with `ids` `(rows,)` written at column `offset + index`.
-
-    On PyTorch's fast path in place (the loop never reads its buffer's old
-    value again), elsewhere `slice_update`, whose start is made of tensors
-    built once: on eager PyTorch a Python number or list in a step is a
-    host-to-device copy at every step.
-    """
-    if torch_fast_paths.active():
-        return lambda tokens, index, ids: torch_fast_paths.write_column(tokens, index + offset, ids)
-    first_column, column_step = (ops.convert_to_tensor(i, "int32") for i in ([0, offset], [0, 1]))
-
-    def write_column(tokens, index, ids):
-        start = ops.add(first_column, ops.multiply(column_step, index))
-        return ops.slice_update(tokens, start, ops.expand_dims(ids, 1))
-
-    return write_column

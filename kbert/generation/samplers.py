@@ -21,7 +21,7 @@ import keras
 import numpy as np
 from keras import ops
 
-from kbert.layers.attention_mask import MASKED_SCORE
+from kbert.backend.ops import masked_score
 
 STRATEGIES = ("greedy", "sample", "beam")
 
@@ -29,18 +29,18 @@ STRATEGIES = ("greedy", "sample", "beam")
 def filter_logits(logits, temperature=1.0, top_k=None, top_p=None):
     """float32 logits `(rows, vocab)` divided by `temperature`, then limited to the `top_k`
     largest, then to the smallest set of most likely tokens whose mass reaches `top_p`
-    (at least one); the others are set to `MASKED_SCORE`."""
+    (at least one); the others are set to `masked_score("float32")`."""
     logits = logits / temperature
     if top_k is not None:
         kth = ops.top_k(logits, top_k)[0][:, -1:]
-        logits = ops.where(logits < kth, MASKED_SCORE, logits)
+        logits = ops.where(logits < kth, masked_score("float32"), logits)
     if top_p is not None and top_p < 1:
         ordered = ops.top_k(logits, ops.shape(logits)[-1])[0]
         probabilities = ops.softmax(ordered, axis=-1)
         # Keep a token while the mass before it is below top_p (at least one).
         keep = (ops.cumsum(probabilities, axis=-1) - probabilities) < top_p
         threshold = ops.min(ops.where(keep, ordered, np.inf), axis=-1, keepdims=True)
-        logits = ops.where(logits < threshold, MASKED_SCORE, logits)
+        logits = ops.where(logits < threshold, masked_score("float32"), logits)
     return logits
 
 
@@ -83,7 +83,7 @@ def beam_step(logits, scores, finished, num_beams, pad_id):
     """
     vocabulary = ops.shape(logits)[-1]
     log_probabilities = ops.log_softmax(logits, axis=-1)
-    padding_row = ops.where(ops.arange(vocabulary) == pad_id, 0.0, MASKED_SCORE)
+    padding_row = ops.where(ops.arange(vocabulary) == pad_id, 0.0, masked_score("float32"))
     log_probabilities = ops.where(
         finished[:, None], ops.cast(padding_row, "float32")[None, :], log_probabilities
     )
@@ -100,7 +100,7 @@ def beam_step(logits, scores, finished, num_beams, pad_id):
 def initial_beam_scores(batch, num_beams):
     """`(batch, num_beams)` scores where only the first beam of each row is live."""
     return ops.tile(
-        ops.convert_to_tensor([[0.0] + [MASKED_SCORE] * (num_beams - 1)], "float32"), (batch, 1)
+        ops.convert_to_tensor([[0.0] + [masked_score("float32")] * (num_beams - 1)], "float32"), (batch, 1)
     )
 
 

@@ -13,7 +13,7 @@ are shared with `CausalLMGenerator` (`kbert.generation.generator`,
 
 from keras import ops
 
-from kbert.backend_utils import take_indices
+from kbert.backend.ops import take_indices
 from kbert.generation.generator import Generator
 
 

@@ -10,7 +10,9 @@ import math
 
 import numpy as np
 
-from kbert.backend_utils import few_calls_outputs, lazy_import
+from kbert.backend.ops import few_calls_outputs
+
+from kbert.backend.imports import lazy_import
 from kbert.jobs.pretraining_report import PretrainingReport
 from kbert.jobs.run_outputs import DEMO_SENTENCES, HELD_OUT_EVERY
 from kbert.pretraining.bilm_dataset import UNKNOWN_ID, bilm_dataset, sentence_words

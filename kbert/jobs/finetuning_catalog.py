@@ -15,7 +15,7 @@ import json
 
 import numpy as np
 
-from kbert.backend_utils import traced_as_written
+from kbert.backend.imports import traced_as_written
 from kbert.models.encoder import Encoder
 from kbert.models.t5 import T5
 from kbert.models.xlnet import XLNet

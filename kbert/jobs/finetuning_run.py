@@ -36,7 +36,7 @@ import os
 
 import keras
 
-from kbert.backend_utils import set_random_seed
+from kbert.backend.imports import set_random_seed
 from kbert.distribute import DistributedTraining
 from kbert.training.optimizers import create_optimizer
 from kbert.resumable_run import DEFAULT_SAVE_EVERY, ResumableRun, check_output

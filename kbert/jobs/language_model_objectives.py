@@ -15,7 +15,7 @@ import functools
 import keras
 import numpy as np
 
-from kbert.backend_utils import few_calls_outputs
+from kbert.backend.ops import few_calls_outputs
 from kbert.jobs.pretraining_report import PretrainingReport
 from kbert.jobs.run_outputs import DEMO_SENTENCES, HELD_OUT_EVERY
 from kbert.pretraining.pretraining_dataset import pretraining_dataset

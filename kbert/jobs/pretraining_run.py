@@ -43,7 +43,7 @@ import sysconfig
 
 import keras
 
-from kbert.backend_utils import set_random_seed
+from kbert.backend.imports import set_random_seed
 from kbert.distribute import DistributedTraining
 from kbert.jobs.extras import require_packages
 from kbert.jobs.objective_catalog import OBJECTIVES

@@ -1,15 +1,9 @@
 """Attention masks: merging `padding_mask` and `attention_mask` into one boolean mask, folding a padding
-mask into a score bias, and the masked score."""
+mask into a score bias, and the causal masks of decoder blocks."""
 
 from keras import ops
 
-from kbert import torch_fast_paths
-from kbert.backend_utils import dtype_name, masked_score
-
-# Stand-in for -inf on masked attention scores and logits. kbert applies it to
-# float32 values only (softmax runs in float32 under every dtype policy,
-# float16 included), so it never overflows; `exp` of it underflows to 0.
-MASKED_SCORE = -1e9
+from kbert.backend.ops import as_bool, dtype_name, masked_score, positions_from
 
 
 def merge_attention_masks(padding_mask=None, attention_mask=None):
@@ -33,26 +27,16 @@ def merge_attention_masks(padding_mask=None, attention_mask=None):
                 "padding_mask must have shape (batch, sequence); "
                 f"received shape {tuple(padding_mask.shape)}."
             )
-        mask = _as_bool(padding_mask)[:, None, None, :]
+        mask = as_bool(padding_mask)[:, None, None, :]
     if attention_mask is not None:
         if len(attention_mask.shape) != 3:
             raise ValueError(
                 "attention_mask must have shape (batch, query, key); "
                 f"received shape {tuple(attention_mask.shape)}."
             )
-        merged = _as_bool(attention_mask)[:, None, :, :]
+        merged = as_bool(attention_mask)[:, None, :, :]
         mask = merged if mask is None else ops.logical_and(mask, merged)
     return mask
-
-
-def _as_bool(mask):
-    """`mask` as bool, without a cast (a Keras call per attention layer) where it is bool already
-    (on PyTorch's fast path, once for all the layers that get the same mask)."""
-    if dtype_name(mask) == "bool":
-        return mask
-    if torch_fast_paths.active() and ops.is_tensor(mask):  # not a symbolic KerasTensor
-        return torch_fast_paths.as_bool(mask)
-    return ops.cast(mask, "bool")
 
 
 def fold_padding_mask(bias, padding_mask):
@@ -66,43 +50,14 @@ def fold_padding_mask(bias, padding_mask):
 
     >>> bias = ops.zeros((1, 1, 1, 3))
     >>> folded = fold_padding_mask(bias, ops.convert_to_tensor([[1, 1, 0]]))
-    >>> (ops.convert_to_numpy(folded)[0, 0, 0] < -1e38).tolist()
+    >>> (ops.convert_to_numpy(folded)[0, 0, 0] < -1e8).tolist()
     [False, False, True]
     """
     if padding_mask is None:
         return bias
-    keep = _as_bool(padding_mask)[:, None, None, :]
+    keep = as_bool(padding_mask)[:, None, None, :]
     dtype = dtype_name(bias)
     return ops.where(keep, bias, ops.cast(masked_score(dtype), dtype))
-
-
-def positions_from(length, offset):
-    """int32 `offset, offset + 1, ..., offset + length - 1`; `offset` a Python int or a scalar tensor.
-
-    A Python offset stays a number: `keras.ops.cast` of it would be a tensor
-    made from host data at every call on eager PyTorch.
-
-    >>> ops.convert_to_numpy(positions_from(3, 2)).tolist()
-    [2, 3, 4]
-    """
-    positions = ops.arange(length, dtype="int32")
-    if isinstance(offset, int):
-        return positions + offset if offset else positions
-    return positions + ops.cast(offset, "int32")
-
-
-def causal_mask(query_length, key_length, offset=0):
-    """`True` where query `i` (at position `offset + i`) may attend key `j`: `j <= offset + i`.
-
-    Returns a bool tensor `(1, query_length, key_length)`; `offset` may be a
-    scalar tensor (the position of a cached decoding step).
-
-    >>> ops.convert_to_numpy(causal_mask(2, 3, offset=1)).astype(int).tolist()
-    [[[1, 1, 0], [1, 1, 1]]]
-    """
-    query_positions = positions_from(query_length, offset)
-    key_positions = ops.arange(key_length, dtype="int32")
-    return ops.expand_dims(key_positions[None, :] <= query_positions[:, None], 0)
 
 
 def starts_at_zero(cache_update_index):

@@ -5,7 +5,7 @@ import numpy as np
 from keras import ops
 
 from kbert.arguments import non_negative_int, positive_int
-from kbert.backend_utils import constant_tensors
+from kbert.backend.ops import constant_tensors
 from kbert.layers.multi_head_attention import MultiHeadAttention
 from kbert.layers.sparse_attention import (
     attend_blocks,
@@ -35,7 +35,7 @@ class BigBirdAttention(MultiHeadAttention):
     reused for every call, in training and inference alike (the reference
     library redraws it per call in training and uses block 0 at inference).
     Shapes are therefore static and the layer compiles under XLA. It is
-    computed by blocks with the dense kernel (`kbert.backend_utils.fused_attention`,
+    computed by blocks with the dense kernel (`kbert.backend.ops.fused_attention`,
     PyTorch's fused attention): the two global blocks against every key, and
     each middle query block against its `5 + r` key blocks (`key_blocks(n)`,
     one gather), the blocks folded into the kernel's batch and run in groups

@@ -1,26 +1,10 @@
 import keras
 from keras import ops
 
-from kbert import torch_fast_paths
+from kbert.backend.ops import with_causal_mask, write_cache
 from kbert.layers.attention_mask import merge_attention_masks
 from kbert.layers.initializers import clone_initializer
-from kbert.layers.multi_head_attention import MultiHeadAttention, mask_heads, with_causal_mask
-
-
-def _write_cache(cache, keys, values, index):
-    """`(cache, its keys, its values)`: `cache` `(batch, heads, 2, length, key_dim)` with `keys` and
-    `values` `(batch, heads, steps, key_dim)` written from position `index`, and its two halves.
-
-    Inside `kbert.torch_fast_paths.in_place_cache_writes()` (a decoding loop)
-    on PyTorch the cache itself is overwritten, where a functional update
-    copies the whole cache at every step; XLA (TensorFlow, JAX) already
-    reuses a loop's buffer, so elsewhere the update stays functional.
-    """
-    if torch_fast_paths.writes_caches_in_place():
-        return (cache, *torch_fast_paths.write_cache(cache, keys, values, index))
-    update = ops.cast(ops.stack([keys, values], axis=2), cache.dtype)
-    cache = ops.slice_update(cache, [0, 0, 0, index, 0], update)
-    return cache, cache[:, :, 0], cache[:, :, 1]
+from kbert.layers.multi_head_attention import MultiHeadAttention, mask_heads
 
 
 @keras.saving.register_keras_serializable(package="kbert")
@@ -38,7 +22,7 @@ class CachedMultiHeadAttention(MultiHeadAttention):
     reach the attention kernel as strided views, without a copy. With `cache_update_index`, the
     keys and values of `value` are written at that position
     (`keras.ops.slice_update`, static shapes; in place on PyTorch inside
-    `kbert.torch_fast_paths.in_place_cache_writes()`, which decoding loops
+    `kbert.backend.fast_paths.in_place_cache_writes()`, which decoding loops
     enter: they never read a cache again after passing it on) and the query
     attends to the whole updated cache
     (mask the positions not written yet with `attention_mask`); without it the
@@ -152,7 +136,7 @@ class CachedMultiHeadAttention(MultiHeadAttention):
         if cache_update_index is None:
             keys, values = cache[:, :, 0], cache[:, :, 1]
         else:
-            cache, keys, values = _write_cache(cache, *self._project(key, value), cache_update_index)
+            cache, keys, values = write_cache(cache, *self._project(key, value), cache_update_index)
         # The heads-first halves reach the kernel as strided views (no copy on PyTorch).
         context = self.attend(q, keys, values, mask=mask, training=training, bias=attention_bias,
                               key_value_heads_first=True, causal=causal)

@@ -1,7 +1,8 @@
 import keras
 from keras import ops
 
-from kbert.layers.attention_mask import causal_mask, starts_at_zero
+from kbert.backend.ops import causal_mask
+from kbert.layers.attention_mask import starts_at_zero
 from kbert.layers.cached_multi_head_attention import CachedMultiHeadAttention
 from kbert.layers.encoder_block import EncoderBlock
 from kbert.layers.initializers import clone_initializer

@@ -2,7 +2,8 @@ import keras
 from keras import ops
 
 from kbert.arguments import positive_int
-from kbert.layers.attention_mask import causal_mask, starts_at_zero
+from kbert.backend.ops import causal_mask
+from kbert.layers.attention_mask import starts_at_zero
 from kbert.layers.multi_head_attention import probabilities_spec
 from kbert.layers.t5_block import T5Block
 

@@ -1,4 +1,4 @@
-from kbert import torch_fast_paths
+from kbert.backend.ops import call_directly
 
 
 class DirectCall:
@@ -24,7 +24,7 @@ class DirectCall:
     Otherwise, on TensorFlow and JAX (which trace a layer once, then run
     compiled code), and with PyTorch's fast paths off (`KBERT_FAST_PATHS=0`),
     the call goes through Keras as usual. The check is
-    `kbert.torch_fast_paths.call_directly`.
+    `kbert.backend.ops.call_directly`.
 
     Put it first among the bases: `class FusedDense(DirectCall, keras.layers.Dense)`.
 
@@ -35,8 +35,7 @@ class DirectCall:
     """
 
     def __call__(self, *args, **kwargs):
-        if torch_fast_paths.active():
-            direct = torch_fast_paths.call_directly(self, args, kwargs)
-            if direct is not None:
-                return direct[0]
+        direct = call_directly(self, args, kwargs)
+        if direct is not None:
+            return direct[0]
         return super().__call__(*args, **kwargs)

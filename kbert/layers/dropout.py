@@ -3,14 +3,14 @@ cheaper random bits on JAX, and `apply_dropout`, which makes no layer call where
 
 import keras
 
-from kbert.backend_utils import jax_dropout, jax_dropout_prng
+from kbert.backend.ops import dropout
 from kbert.layers.direct_call import DirectCall
 
 
 @keras.saving.register_keras_serializable(package="kbert")
 class Dropout(DirectCall, keras.layers.Dropout):
     """`keras.layers.Dropout` that, built, calls `call` directly on eager PyTorch (`DirectCall`), and
-    on JAX draws its mask with `jax_dropout_prng()`'s generator.
+    on JAX draws its mask with `kbert.backend.jax_ops.dropout_prng()`'s generator (`kbert.backend.ops.dropout`).
 
     Beside the time it saves, the direct call keeps `torch.compile` in one
     graph: through Keras' `Layer.__call__`, dynamo breaks the graph at the
@@ -28,10 +28,8 @@ class Dropout(DirectCall, keras.layers.Dropout):
     """
 
     def call(self, inputs, training=False):
-        if training and self.rate > 0 and self.noise_shape is None and keras.backend.backend() == "jax":
-            prng = jax_dropout_prng()
-            if prng != "threefry":
-                return jax_dropout(inputs, self.rate, self.seed_generator.next(), prng)
+        if training and self.rate > 0 and self.noise_shape is None:
+            return dropout(inputs, self.rate, self.seed_generator)
         return super().call(inputs, training=training)
 
 

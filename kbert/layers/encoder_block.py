@@ -1,13 +1,13 @@
 import keras
 
-from kbert.arguments import positive_int, positive_number, probability
+from kbert.arguments import one_of, positive_int, positive_number, probability
 from kbert.layers.activations import get_activation, serialize_activation
 from kbert.layers.direct_call import DirectCall
 from kbert.layers.dropout import Dropout, apply_dropout
 from kbert.layers.fused_dense import FusedDense
 from kbert.layers.initializers import clone_initializer
 from kbert.layers.layer_normalization import LayerNormalization
-from kbert.layers.multi_head_attention import MultiHeadAttention, probabilities_spec
+from kbert.layers.multi_head_attention import ATTENTION_IMPLEMENTATIONS, MultiHeadAttention, probabilities_spec
 
 
 @keras.saving.register_keras_serializable(package="kbert")
@@ -40,6 +40,8 @@ class EncoderBlock(DirectCall, keras.layers.Layer):
             projection (GPT-2 scales it by `1/sqrt(2 * num_layers)`); defaults
             to `kernel_initializer`.
         attention_layer: optional attention layer to use instead of the default.
+        attention_implementation: the default attention layer's kernel, "auto",
+            "fused" or "explicit" (see `MultiHeadAttention`).
 
     Call arguments:
         inputs: `(batch, sequence, hidden)`.
@@ -73,9 +75,13 @@ class EncoderBlock(DirectCall, keras.layers.Layer):
         kernel_initializer="glorot_uniform",
         output_kernel_initializer=None,
         attention_layer=None,
+        attention_implementation="auto",
         **kwargs,
     ):
         super().__init__(**kwargs)
+        self.attention_implementation = one_of(
+            "attention_implementation", attention_implementation, ATTENTION_IMPLEMENTATIONS
+        )
         self.num_heads = positive_int("num_heads", num_heads)
         self.intermediate_dim = positive_int("intermediate_dim", intermediate_dim)
         self.dropout = probability("dropout", dropout)
@@ -109,6 +115,7 @@ class EncoderBlock(DirectCall, keras.layers.Layer):
             key_dim=key_dim,
             dropout=self.attention_dropout,
             kernel_initializer=self._initializer(),
+            attention_implementation=self.attention_implementation,
             dtype=self.dtype_policy,
             name="attention_layer",
             **arguments,
@@ -233,6 +240,7 @@ class EncoderBlock(DirectCall, keras.layers.Layer):
                     self.output_kernel_initializer
                 ),
                 "attention_layer": keras.saving.serialize_keras_object(self.attention_layer),
+                "attention_implementation": self.attention_implementation,
             }
         )
         return config

@@ -1,6 +1,7 @@
 import keras
 
-from kbert.backend_utils import dense
+from kbert.backend.ops import dense
+from kbert.backend.private_state import stored_kernel
 from kbert.layers.direct_call import DirectCall
 
 
@@ -9,7 +10,7 @@ class FusedDense(DirectCall, keras.layers.Dense):
     """`keras.layers.Dense` whose bias is added inside the matmul on PyTorch.
 
     The same layer, weights and config as Keras' `Dense`; only `call` differs:
-    it goes through `kbert.backend_utils.dense`, one `addmm` on PyTorch
+    it goes through `kbert.backend.ops.dense`, one `addmm` on PyTorch
     instead of a matmul and a separate pass for the bias (TensorFlow and JAX
     fuse that add under XLA already). LoRA works as in `Dense` (`self.kernel`
     includes it); quantized modes use Keras' own quantized call, so `call`
@@ -24,5 +25,5 @@ class FusedDense(DirectCall, keras.layers.Dense):
     """
 
     def call(self, inputs):
-        kernel = self.kernel if self.lora_enabled else self._kernel
+        kernel = self.kernel if self.lora_enabled else stored_kernel(self)
         return self.activation(dense(inputs, kernel, self.bias))

@@ -1,6 +1,6 @@
 import keras
 
-from kbert.backend_utils import layer_normalization
+from kbert.backend.ops import layer_normalization
 from kbert.layers.direct_call import DirectCall
 
 
@@ -10,7 +10,7 @@ class LayerNormalization(DirectCall, keras.layers.LayerNormalization):
 
     The same layer, weights and config as Keras' (it is one). Its call skips
     Keras' layer bookkeeping where `DirectCall` allows it and, over the last
-    axis, normalizes through `kbert.backend_utils.layer_normalization`: the
+    axis, normalizes through `kbert.backend.ops.layer_normalization`: the
     same computation without Keras' per-call conversions (a GPT-2 decoding
     step makes 25 of these calls; each cost about 250 Python calls).
 

@@ -4,7 +4,7 @@ import keras
 import numpy as np
 from keras import ops
 
-from kbert.backend_utils import constant_tensors, is_eager_tensor
+from kbert.backend.ops import constant_tensors, is_eager_tensor
 from kbert.arguments import positive_int
 from kbert.layers.multi_head_attention import MultiHeadAttention, mask_heads
 from kbert.layers.sparse_attention import (
@@ -35,7 +35,7 @@ class LongformerAttention(MultiHeadAttention):
     Computation is chunked: queries in blocks of `w` against the 3 blocks
     around them (`3w` keys, a third more than the minimal band) and the global
     keys, each block a batch entry of the dense kernel
-    (`kbert.backend_utils.fused_attention`, PyTorch's fused attention), which
+    (`kbert.backend.ops.fused_attention`, PyTorch's fused attention), which
     applies the window as a mask; the global rows are one more call of it. The
     blocks run in groups of about `sparse_attention.GROUP_QUERIES` queries, so
     the live copies of their keys stay the same size whatever the length:

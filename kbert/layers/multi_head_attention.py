@@ -1,15 +1,25 @@
 import keras
 from keras import ops
 
-from kbert.arguments import positive_int, probability
-from kbert import torch_fast_paths
-from kbert.backend_utils import fused_attention, fused_attention_supports, reshape
-from kbert.layers.attention_mask import MASKED_SCORE, causal_mask, merge_attention_masks
+from kbert.arguments import one_of, positive_int, probability
+from kbert.backend.ops import (
+    fused_attention,
+    fused_attention_dropout,
+    fused_attention_supports,
+    masked_score,
+    reshape,
+    with_causal_mask,
+)
+from kbert.layers.attention_mask import merge_attention_masks
 from kbert.layers.direct_call import DirectCall
 from kbert.layers.dropout import Dropout, apply_dropout
 from kbert.layers.fused_dense import FusedDense
 from kbert.layers.initializers import clone_initializer
 from kbert.layers.sparse_attention import check_self_attention
+
+
+# The kernels an attention layer may be asked for (`attention_implementation`).
+ATTENTION_IMPLEMENTATIONS = ("auto", "fused", "explicit")
 
 
 @keras.saving.register_keras_serializable(package="kbert")
@@ -20,7 +30,7 @@ class MultiHeadAttention(DirectCall, keras.layers.Layer):
     (BigBird, Longformer) subclass this layer and replace it, keeping the
     projections, masks and weight layout, so any of them plugs into
     `EncoderBlock`. The default dense kernel calls
-    `kbert.backend_utils.fused_attention`, which takes the backend's fused kernel
+    `kbert.backend.ops.fused_attention`, which takes the backend's fused kernel
     (PyTorch `scaled_dot_product_attention`, JAX/XLA's fused attention). When
     attention-probability dropout is active (training with `dropout > 0`),
     PyTorch's fused kernel applies it (`dropout_p`); on TensorFlow and JAX, or
@@ -39,6 +49,11 @@ class MultiHeadAttention(DirectCall, keras.layers.Layer):
         scale: factor on the scores; `None` is `1/sqrt(key_dim)` (T5: 1.0).
         kernel_initializer: initializer of the projection kernels.
         bias_initializer: initializer of the projection biases.
+        attention_implementation: the scoring kernel (`ATTENTION_IMPLEMENTATIONS`):
+            "fused" (the backend's fused kernel; a call it cannot take is
+            refused), "explicit" (scores computed in the open, any mask and
+            dropout), or "auto" (fused where it can take the call, else
+            explicit). docs/architecture.md §5 tabulates them.
 
     Call arguments:
         query: `(batch, query_length, width)`.
@@ -83,9 +98,13 @@ class MultiHeadAttention(DirectCall, keras.layers.Layer):
         scale=None,
         kernel_initializer="glorot_uniform",
         bias_initializer="zeros",
+        attention_implementation="auto",
         **kwargs,
     ):
         super().__init__(**kwargs)
+        self.attention_implementation = one_of(
+            "attention_implementation", attention_implementation, ATTENTION_IMPLEMENTATIONS
+        )
         self.num_heads = positive_int("num_heads", num_heads)
         self.key_dim = positive_int("key_dim", key_dim)
         self.value_dim = positive_int("value_dim", key_dim if value_dim is None else value_dim)
@@ -203,13 +222,8 @@ class MultiHeadAttention(DirectCall, keras.layers.Layer):
         Returns:
             `(batch, query_length, heads, value_dim)`.
         """
-        # JAX's fused kernel needs value heads as wide as key heads; other
-        # widths (value_dim != key_dim), and float16 where the backend cannot
-        # compile it (JAX on CPU), take the explicit path below.
-        same_width = query.shape[-1] == value.shape[-1]
-        fused = same_width and fused_attention_supports(query.dtype)
         dropping = training and self.dropout > 0
-        if fused and (not dropping or torch_fast_paths.active()):  # its dropout is PyTorch's
+        if self._takes_fused_kernel(query, value, dropping):
             rate = self.dropout_layer.rate if dropping else 0.0
             return fused_attention(query, key, value, mask, self.score_scale, rate, bias,
                                    key_value_heads_first, causal)
@@ -218,6 +232,28 @@ class MultiHeadAttention(DirectCall, keras.layers.Layer):
         if causal:
             mask = with_causal_mask(mask, query.shape[1], key.shape[1])
         return self._explicit_attention(query, key, value, mask, bias, training)[0]
+
+    def _takes_fused_kernel(self, query, value, dropping):
+        """Whether `attend` runs the fused kernel, by `attention_implementation`; "fused" refuses a
+        call the kernel cannot take.
+
+        JAX's fused kernel needs value heads as wide as key heads; float16
+        does not compile where the backend cannot (JAX on the CPU); attention
+        dropout in training is the fused kernel's only on PyTorch's fast path.
+        """
+        if self.attention_implementation == "explicit":
+            return False
+        reason = None
+        if query.shape[-1] != value.shape[-1]:
+            reason = "value heads differ in width from key heads"
+        elif not fused_attention_supports(query.dtype):
+            reason = f"the backend's fused kernel does not compile for {query.dtype} here"
+        elif dropping and not fused_attention_dropout():
+            reason = "attention dropout in training is the fused kernel's only on PyTorch's fast path"
+        if reason is not None and self.attention_implementation == "fused":
+            raise ValueError(f"{self.name}: attention_implementation='fused' cannot take this call: "
+                             f"{reason}; use 'auto' or 'explicit'.")
+        return reason is None
 
     def _explicit_attention(self, query, key, value, mask, bias, training):
         """`(context, probabilities)` with the scores computed explicitly (see `_probabilities`)."""
@@ -231,7 +267,7 @@ class MultiHeadAttention(DirectCall, keras.layers.Layer):
         if bias is not None:
             scores = scores + ops.cast(bias, "float32")
         if mask is not None:
-            scores = ops.where(mask, scores, MASKED_SCORE)
+            scores = ops.where(mask, scores, masked_score("float32"))
         probabilities = ops.cast(ops.softmax(scores, axis=-1), self.compute_dtype)
         return apply_dropout(self.dropout_layer, probabilities, training)
 
@@ -275,6 +311,7 @@ class MultiHeadAttention(DirectCall, keras.layers.Layer):
                 "scale": self.scale,
                 "kernel_initializer": keras.initializers.serialize(self.kernel_initializer),
                 "bias_initializer": keras.initializers.serialize(self.bias_initializer),
+                "attention_implementation": self.attention_implementation,
             }
         )
         return config
@@ -310,16 +347,6 @@ def mask_heads(layer, x, head_mask, heads_axis=2):
     if len(head_mask.shape) == 2:
         shape[0] = -1
     return x * ops.reshape(ops.cast(head_mask, x.dtype), shape)
-
-
-def with_causal_mask(mask, query_length, key_length):
-    """`mask` (bool, broadcastable to `(batch, heads, query, key)`, or None) and query `i` attending keys `j <= i`.
-
-    >>> ops.convert_to_numpy(with_causal_mask(None, 2, 3)).astype(int).tolist()
-    [[[[1, 0, 0], [1, 1, 0]]]]
-    """
-    causal = causal_mask(query_length, key_length)[:, None]
-    return causal if mask is None else ops.logical_and(mask, causal)
 
 
 def probabilities_spec(query, keys, num_heads, dtype):

@@ -2,9 +2,9 @@ import keras
 from keras import ops
 
 from kbert.arguments import positive_int
-from kbert.backend_utils import take_rows
+from kbert.backend.ops import take_rows
 from kbert.input_checks import check_ids_in_range
-from kbert.layers.attention_mask import positions_from
+from kbert.backend.ops import positions_from
 from kbert.layers.direct_call import DirectCall
 
 

@@ -2,7 +2,7 @@ import keras
 from keras import ops
 
 from kbert.arguments import positive_int, positive_number
-from kbert.backend_utils import clip
+from kbert.backend.ops import clip
 
 
 @keras.saving.register_keras_serializable(package="kbert")

@@ -4,8 +4,8 @@ import keras
 from keras import ops
 
 from kbert.arguments import positive_int
-from kbert.backend_utils import take_indices
-from kbert.layers.attention_mask import positions_from
+from kbert.backend.ops import take_indices
+from kbert.backend.ops import positions_from
 from kbert.layers.direct_call import DirectCall
 
 

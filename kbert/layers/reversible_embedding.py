@@ -1,7 +1,7 @@
 import keras
 from keras import ops
 
-from kbert.backend_utils import dense, take_rows
+from kbert.backend.ops import dense, take_rows
 from kbert.input_checks import check_ids_in_range
 from kbert.layers.direct_call import DirectCall
 
@@ -16,7 +16,7 @@ class ReversibleEmbedding(DirectCall, keras.layers.Embedding):
     masked-LM decoder is tied to its input embeddings. In eager PyTorch
     inference on a few rows (a decoding step), a large vocabulary is read from
     a cached transposed copy of the table, which the CPU reads faster there
-    (see `kbert.backend_utils.dense`).
+    (see `kbert.backend.ops.dense`).
 
     In eager mode, ids outside `[0, input_dim)` raise a `ValueError` instead of
     reading garbage (JAX) or failing deep inside the backend.

@@ -1,7 +1,7 @@
 import keras
 
 from kbert.arguments import positive_number
-from kbert.backend_utils import rms_normalization
+from kbert.backend.ops import rms_normalization
 from kbert.layers.direct_call import DirectCall
 
 

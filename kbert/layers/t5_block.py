@@ -8,7 +8,7 @@ from kbert.layers.dropout import Dropout, apply_dropout
 from kbert.layers.fused_dense import FusedDense
 from kbert.layers.initializers import clone_initializer
 from kbert.layers.layer_normalization import LayerNormalization
-from kbert.layers.multi_head_attention import probabilities_spec
+from kbert.layers.multi_head_attention import ATTENTION_IMPLEMENTATIONS, probabilities_spec
 from kbert.layers.rms_normalization import RMSNormalization
 
 NORMALIZATIONS = ("rms", "layer")
@@ -55,6 +55,8 @@ class T5Block(DirectCall, keras.layers.Layer):
         use_bias: biases on every projection (BART) or none (T5).
         attention_scale: factor on the scores; `None` is `1/√d_kv` (T5: 1.0).
         kernel_initializer: initializer of every kernel; `None` is T5's.
+        attention_implementation: the attention layers' kernel, "auto", "fused"
+            or "explicit" (see `MultiHeadAttention`).
 
     Call arguments:
         inputs: `(batch, length, width)`.
@@ -89,9 +91,13 @@ class T5Block(DirectCall, keras.layers.Layer):
         use_bias=False,
         attention_scale=1.0,
         kernel_initializer=None,
+        attention_implementation="auto",
         **kwargs,
     ):
         super().__init__(**kwargs)
+        self.attention_implementation = one_of(
+            "attention_implementation", attention_implementation, ATTENTION_IMPLEMENTATIONS
+        )
         self.num_heads = positive_int("num_heads", num_heads)
         self.intermediate_dim = positive_int("intermediate_dim", intermediate_dim)
         self.key_dim = positive_int("key_dim", key_dim, optional=True)
@@ -130,6 +136,7 @@ class T5Block(DirectCall, keras.layers.Layer):
             scale=self.attention_scale,
             kernel_initializer=self._initializer(),
             query_kernel_initializer=self._initializer(1.0 / key_dim),
+            attention_implementation=self.attention_implementation,
             dtype=self.dtype_policy,
             name=name,
         )
@@ -268,6 +275,7 @@ class T5Block(DirectCall, keras.layers.Layer):
                 "normalization": self.normalization,
                 "use_bias": self.use_bias,
                 "attention_scale": self.attention_scale,
+                "attention_implementation": self.attention_implementation,
                 "kernel_initializer": (
                     None
                     if self.kernel_initializer is None

@@ -4,7 +4,7 @@ import keras
 from keras import ops
 
 from kbert.arguments import integer, positive_int, probability
-from kbert.layers.attention_mask import MASKED_SCORE
+from kbert.backend.ops import masked_score
 from kbert.layers.dropout import Dropout, apply_dropout
 from kbert.layers.layer_normalization import LayerNormalization
 
@@ -205,7 +205,7 @@ class TwoStreamRelativeAttention(keras.layers.Layer):
         mismatch = mismatch[:, None]
         segment_scores = segment[..., :1] * (1.0 - mismatch) + segment[..., 1:] * mismatch
         scores = ops.cast(content_scores + position_scores + segment_scores, "float32")
-        scores = ops.where(allowed[:, None], scores * self.key_dim**-0.5, MASKED_SCORE)
+        scores = ops.where(allowed[:, None], scores * self.key_dim**-0.5, masked_score("float32"))
         probabilities = ops.cast(ops.softmax(scores, axis=-1), self.compute_dtype)
         probabilities = apply_dropout(self.dropout_layer, probabilities, training)
         return ops.einsum("bnij,bjnd->bind", probabilities, value)

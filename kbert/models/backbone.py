@@ -2,6 +2,7 @@
 
 import keras
 
+from kbert.backend.private_state import compiled_loss, tracks_attributes_as_torch_module
 from kbert.arguments import no_unknown_keywords, positive_int
 from kbert.input_checks import InputChecks, check_inputs
 from kbert.serialization import constructor_arguments, constructor_config, deserialize_arguments
@@ -78,7 +79,7 @@ class Backbone(InputChecks, keras.Model):
     def __setattr__(self, name, value):
         # On PyTorch, `torch.nn.Module.__setattr__` refuses a layer before the
         # module is initialised; the functional graph tracks every layer anyway.
-        if keras.backend.backend() == "torch" and not hasattr(self, "_initialized"):
+        if not tracks_attributes_as_torch_module(self):
             return object.__setattr__(self, name, value)
         return super().__setattr__(name, value)
 
@@ -88,27 +89,27 @@ class Backbone(InputChecks, keras.Model):
     # flash kernel takes none) or with the causal rule as a flag.
     UNPADDED_MASKS = ()
 
-    def runs_layers(self, inputs):
+    def bypasses_graph(self, inputs):
         """Whether a call on `inputs` runs the layers directly rather than the functional graph."""
         if not isinstance(inputs, dict) or all(inputs.get(name) is not None for name in self.UNPADDED_MASKS):
             return False  # asks nothing of the values: the common call stays as it was, traced or not
         return not any(keras.backend.is_keras_tensor(value) for value in inputs.values())
 
     def __call__(self, inputs, *args, **kwargs):
-        if self.runs_layers(inputs):
+        if self.bypasses_graph(inputs):
             check_inputs(self, inputs)
             return self.run_layers(inputs, training=_training(args, kwargs))
         return super().__call__(inputs, *args, **kwargs)
 
     def call(self, inputs, *args, **kwargs):
         # `fit`, `evaluate` and `predict` on JAX reach `call` without `__call__`.
-        if self.runs_layers(inputs):
+        if self.bypasses_graph(inputs):
             return self.run_layers(inputs, training=_training(args, kwargs))
         check_inputs(self, inputs)
         return super().call(inputs, *args, **kwargs)
 
     def compute_loss(self, x=None, y=None, y_pred=None, sample_weight=None, training=True):
-        if self._compile_loss is None and not self.losses:
+        if compiled_loss(self) is None and not self.losses:
             raise ValueError(
                 f"{type(self).__name__} is a backbone and owns no loss: train it inside "
                 f"{self.TRAINED_BY}, or compile it with a `loss`."

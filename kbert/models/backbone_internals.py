@@ -1,5 +1,6 @@
 import keras
 
+from kbert.backend.private_state import keras_history_operation
 from kbert.input_checks import check_inputs
 
 
@@ -50,7 +51,7 @@ class BackboneInternals(keras.Model):
 
     def call(self, inputs):
         required = [name for name, tensor in self.backbone.input.items()
-                    if not tensor._keras_history.operation.optional]
+                    if not keras_history_operation(tensor).optional]
         missing = [name for name in required if not isinstance(inputs, dict) or name not in inputs]
         if missing:
             raise ValueError(

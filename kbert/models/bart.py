@@ -2,7 +2,8 @@
 
 import keras
 
-from kbert.arguments import positive_int, positive_number, probability
+from kbert.arguments import one_of, positive_int, positive_number, probability
+from kbert.layers.multi_head_attention import ATTENTION_IMPLEMENTATIONS
 from kbert.layers.dropout import Dropout
 from kbert.layers.language_model_head import LanguageModelHead
 from kbert.layers.layer_normalization import LayerNormalization
@@ -62,6 +63,9 @@ class BART(Backbone):
         layer_norm_epsilon: LayerNorm epsilon (1e-5).
         scale_embedding: multiply the token embeddings by `√d` (bart-base/large: no).
         initializer_range: standard deviation of the normal initialisation (0.02).
+        attention_implementation: the attention kernel of every layer, "auto",
+            "fused" or "explicit" (see `kbert.layers.MultiHeadAttention`;
+            docs/architecture.md §5).
         dtype: dtype policy.
 
     Example:
@@ -88,12 +92,16 @@ class BART(Backbone):
         layer_norm_epsilon=1e-5,
         scale_embedding=False,
         initializer_range=0.02,
+        attention_implementation="auto",
         dtype=None,
         **kwargs,
     ):
         # === Config === (read by the steps that create the layers)
         self.set_transformer_sizes(
             vocabulary_size, num_layers, num_heads, hidden_dim, intermediate_dim
+        )
+        self.attention_implementation = one_of(
+            "attention_implementation", attention_implementation, ATTENTION_IMPLEMENTATIONS
         )
         self.num_decoder_layers = positive_int(
             "num_decoder_layers", num_layers if num_decoder_layers is None else num_decoder_layers
@@ -154,6 +162,7 @@ class BART(Backbone):
             num_heads=self.num_heads, intermediate_dim=self.intermediate_dim, dropout=self.dropout,
             activation=self.activation, layer_norm_epsilon=self.layer_norm_epsilon,
             kernel_initializer=self._initializer(), dtype=dtype,
+            attention_implementation=self.attention_implementation,
         )
 
     def _encoder_block(self, index, dtype):

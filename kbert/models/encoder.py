@@ -5,7 +5,7 @@ from kbert.input_checks import ids, mask
 from kbert.layers.bigbird_attention import BigBirdAttention
 from kbert.layers.layer_normalization import LayerNormalization
 from kbert.layers.longformer_attention import LongformerAttention
-from kbert.layers.multi_head_attention import MultiHeadAttention
+from kbert.layers.multi_head_attention import ATTENTION_IMPLEMENTATIONS, MultiHeadAttention
 from kbert.layers.pooler import Pooler
 from kbert.layers.text_embedding import TextEmbedding
 from kbert.layers.encoder_block import EncoderBlock
@@ -65,6 +65,9 @@ class Encoder(Backbone):
             of `num_layers` ints of at most `num_heads` (what
             `kbert.analysis.prune_heads` leaves); every head keeps the width
             `hidden_dim // num_heads`. None: `num_heads` in every layer.
+        attention_implementation: the attention kernel of every layer, "auto",
+            "fused" or "explicit" (see `kbert.layers.MultiHeadAttention`;
+            docs/architecture.md §5).
         dtype: dtype policy, e.g. `"mixed_bfloat16"`.
 
     Left out (or None), `padding_mask` means nothing is padded: the layers
@@ -117,6 +120,7 @@ class Encoder(Backbone):
         attention="dense",
         attention_kwargs=None,
         heads_per_layer=None,
+        attention_implementation="auto",
         dtype=None,
         **kwargs,
     ):
@@ -141,6 +145,9 @@ class Encoder(Backbone):
         self.initializer_range = initializer_range
         self.attention = attention
         self.attention_kwargs = _copy_attention_kwargs(attention_kwargs, num_layers)
+        self.attention_implementation = one_of(
+            "attention_implementation", attention_implementation, ATTENTION_IMPLEMENTATIONS
+        )
         self.heads_per_layer = _checked_heads_per_layer(
             heads_per_layer, num_layers, num_heads, share_layers
         )
@@ -186,6 +193,7 @@ class Encoder(Backbone):
             key_dim=self.hidden_dim // self.num_heads,
             dropout=self.attention_dropout,
             kernel_initializer=self._initializer(),
+            attention_implementation=self.attention_implementation,
             dtype=dtype,
             name="attention_layer",
             **(self.attention_kwargs[index] if per_layer else self.attention_kwargs),
@@ -202,6 +210,7 @@ class Encoder(Backbone):
             normalize_first=self.normalize_first,
             kernel_initializer=self._initializer(),
             attention_layer=self._attention_layer(index, dtype),
+            attention_implementation=self.attention_implementation,
             dtype=dtype,
             name="shared_transformer_layer" if self.share_layers else f"transformer_layer_{index}",
         )
@@ -298,10 +307,10 @@ class Encoder(Backbone):
 
     UNPADDED_MASKS = ("padding_mask",)
 
-    def runs_layers(self, inputs):
+    def bypasses_graph(self, inputs):
         """Whether a call runs the layers directly: with a `head_mask`, or nothing padded (see `Backbone`)."""
         head_mask = isinstance(inputs, dict) and inputs.get("head_mask") is not None
-        return head_mask or super().runs_layers(inputs)
+        return head_mask or super().bypasses_graph(inputs)
 
     def __call__(self, inputs, *args, **kwargs):
         return super().__call__(self.fill_global_attention_mask(inputs), *args, **kwargs)

@@ -3,8 +3,9 @@
 import keras
 from keras import ops
 
-from kbert.arguments import positive_int, probability
-from kbert.backend_utils import take_indices
+from kbert.arguments import one_of, positive_int, probability
+from kbert.layers.multi_head_attention import ATTENTION_IMPLEMENTATIONS
+from kbert.backend.ops import take_indices
 from kbert.input_checks import ids, mask
 from kbert.layers.attention_mask import causal_padding_mask
 from kbert.layers.dropout import Dropout, apply_dropout
@@ -63,6 +64,9 @@ class GPT2(Backbone):
             probabilities (GPT-2: 0.1).
         layer_norm_epsilon: LayerNorm epsilon (1e-5).
         end_id: the end-of-text id generation stops at (also the pad id).
+        attention_implementation: the attention kernel of every layer, "auto",
+            "fused" or "explicit" (see `kbert.layers.MultiHeadAttention`;
+            docs/architecture.md §5).
         dtype: dtype policy.
 
     Example:
@@ -88,6 +92,7 @@ class GPT2(Backbone):
         dropout=0.1,
         layer_norm_epsilon=1e-5,
         end_id=END_ID,
+        attention_implementation="auto",
         dtype=None,
         **kwargs,
     ):
@@ -97,6 +102,9 @@ class GPT2(Backbone):
         self.max_positions = positive_int("max_positions", max_positions)
         self.dropout = probability("dropout", dropout)
         self.layer_norm_epsilon = layer_norm_epsilon
+        self.attention_implementation = one_of(
+            "attention_implementation", attention_implementation, ATTENTION_IMPLEMENTATIONS
+        )
         if not 0 <= end_id < vocabulary_size:
             raise ValueError(f"end_id must be in [0, {vocabulary_size}); received {end_id}.")
         self.end_id = int(end_id)
@@ -136,6 +144,7 @@ class GPT2(Backbone):
                 layer_norm_epsilon=self.layer_norm_epsilon,
                 kernel_initializer=normal,
                 output_kernel_initializer=residual,
+                attention_implementation=self.attention_implementation,
                 dtype=dtype,
                 name=f"transformer_layer_{index}",
             )

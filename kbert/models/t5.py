@@ -4,9 +4,11 @@ import keras
 import numpy as np
 from keras import ops
 
-from kbert.arguments import head_counts, positive_int, probability
+from kbert.arguments import head_counts, one_of, positive_int, probability
+from kbert.layers.multi_head_attention import ATTENTION_IMPLEMENTATIONS
 from kbert.input_checks import ids, mask
-from kbert.layers.attention_mask import causal_mask, fold_padding_mask
+from kbert.backend.ops import causal_mask
+from kbert.layers.attention_mask import fold_padding_mask
 from kbert.layers.dropout import Dropout, apply_dropout
 from kbert.layers.fused_dense import FusedDense
 from kbert.layers.relative_position_bias import RelativePositionBias
@@ -76,6 +78,9 @@ class T5(Backbone):
             its position bias.
         cross_attention_heads_per_layer: the cross-attention heads of each
             decoder layer (a list of counts); None: `num_heads` each.
+        attention_implementation: the attention kernel of every layer, "auto",
+            "fused" or "explicit" (see `kbert.layers.MultiHeadAttention`;
+            docs/architecture.md §5).
         dtype: dtype policy.
 
     Example:
@@ -114,6 +119,7 @@ class T5(Backbone):
         encoder_layer_heads=None,
         decoder_layer_heads=None,
         cross_attention_heads_per_layer=None,
+        attention_implementation="auto",
         dtype=None,
         **kwargs,
     ):
@@ -122,6 +128,9 @@ class T5(Backbone):
             vocabulary_size, num_layers, num_heads, hidden_dim, intermediate_dim, key_dim
         )
         self.key_dim = positive_int("key_dim", key_dim, optional=True)
+        self.attention_implementation = one_of(
+            "attention_implementation", attention_implementation, ATTENTION_IMPLEMENTATIONS
+        )
         self.num_decoder_layers = positive_int(
             "num_decoder_layers", num_layers if num_decoder_layers is None else num_decoder_layers
         )
@@ -215,6 +224,7 @@ class T5(Backbone):
                 use_gated_activation=self.use_gated_activation,
                 layer_norm_epsilon=self.layer_norm_epsilon,
                 initializer_factor=self.initializer_factor,
+                attention_implementation=self.attention_implementation,
                 dtype=dtype,
                 name=f"{prefix}_layer_{i}",
                 **{argument: values[i] for argument, values in per_block.items()},

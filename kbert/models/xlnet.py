@@ -5,7 +5,7 @@ import numpy as np
 from keras import ops
 
 from kbert.arguments import positive_int, probability
-from kbert.backend_utils import is_eager_tensor
+from kbert.backend.ops import is_eager_tensor
 from kbert.input_checks import check_inputs, ids, mask
 from kbert.layers.dropout import Dropout, apply_dropout
 from kbert.layers.reversible_embedding import ReversibleEmbedding
@@ -198,7 +198,7 @@ class XLNet(Backbone):
 
     # --- Calls ------------------------------------------------------------------
 
-    def _runs_layers(self, inputs):
+    def _bypasses_graph(self, inputs):
         """Whether a call goes past the functional graph (query stream, permutation, memory)."""
         if not isinstance(inputs, dict):
             return False
@@ -213,13 +213,13 @@ class XLNet(Backbone):
         return self._forward(present, training=training)
 
     def __call__(self, inputs, *args, **kwargs):
-        if self._runs_layers(inputs):
+        if self._bypasses_graph(inputs):
             return self.run_layers(inputs, training=kwargs.get("training", args[0] if args else None))
         return super().__call__(inputs, *args, **kwargs)
 
     def call(self, inputs, training=None, mask=None, **kwargs):
         # `fit`, `evaluate` and `predict` on JAX reach `call` without `__call__`.
-        if self._runs_layers(inputs):
+        if self._bypasses_graph(inputs):
             return self.run_layers(inputs, training=training)
         return super().call(inputs, training=training, mask=mask, **kwargs)
 

@@ -3,7 +3,7 @@
 import numpy as np
 
 from kbert.arguments import non_negative_int, number, positive_int
-from kbert.backend_utils import lazy_import, traced_as_written
+from kbert.backend.imports import lazy_import, traced_as_written
 
 tf = lazy_import("tensorflow")
 

@@ -10,7 +10,7 @@ import numpy as np
 from keras import ops
 from scipy.special import softmax
 
-from kbert.backend_utils import scale_loss_for_replicas
+from kbert.backend.ops import scale_loss_for_replicas
 from kbert.input_checks import PREDICTIONS, ids, positions, weights
 from kbert.layers.masked_lm_head import MaskedLMHead
 from kbert.text.text_checks import check_texts

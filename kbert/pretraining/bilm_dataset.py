@@ -15,7 +15,7 @@ import random
 
 import numpy as np
 
-from kbert.backend_utils import lazy_import, traced_as_written
+from kbert.backend.imports import lazy_import, traced_as_written
 from kbert.pretraining.pretraining_dataset import _documents, _shuffled, _stream_seeds, corpus_sources
 
 tf = lazy_import("tensorflow")

@@ -3,7 +3,7 @@
 import keras
 from keras import ops
 
-from kbert.backend_utils import scale_loss_for_replicas
+from kbert.backend.ops import scale_loss_for_replicas
 from kbert.input_checks import ids
 from kbert.pretraining.bert_pretrainer import masked_lm_loss
 from kbert.training.objective_metrics import add_objective_metrics

@@ -4,7 +4,7 @@ import keras
 from keras import ops
 
 from kbert.arguments import number, positive_number
-from kbert.backend_utils import scale_loss_for_replicas
+from kbert.backend.ops import scale_loss_for_replicas
 from kbert.pretraining.bert_pretrainer import (
     MASKED_LM_INPUTS,
     masked_lm_loss,

@@ -3,9 +3,8 @@
 import keras
 from keras import ops
 
-from kbert import torch_fast_paths
 from kbert.arguments import number, positive_int, positive_number
-from kbert.backend_utils import scale_loss_for_replicas
+from kbert.backend.ops import scale_loss_for_replicas, uniform_like
 from kbert.input_checks import positions
 from kbert.layers.activations import get_activation
 from kbert.layers.encoder_block import EncoderBlock
@@ -46,7 +45,7 @@ class ElectraPretrainer(Task):
     the table width E). At the masked positions it samples fakes by
     Gumbel-max from `logits / temperature` under stop-gradient
     (`keras.random` with this model's `SeedGenerator`; on PyTorch's fast path
-    PyTorch's global generator, `torch_fast_paths.uniform_like`); the sampled ids are
+    PyTorch's global generator, `kbert.backend.ops.uniform_like`); the sampled ids are
     written into `token_ids` and the discriminator (the backbone) reads the
     result. Its head, `Dense(H, activation) → Dense(1)`, scores every token;
     the label is 1 exactly where the token differs from the original.
@@ -215,10 +214,7 @@ class ElectraPretrainer(Task):
         Returns int32 ids of the shape of `logits` without its last axis.
         """
         logits = ops.stop_gradient(ops.cast(logits, "float32")) / self.temperature
-        if torch_fast_paths.active():
-            uniform = torch_fast_paths.uniform_like(logits)
-        else:
-            uniform = keras.random.uniform(ops.shape(logits), seed=self.seed_generator)
+        uniform = uniform_like(logits, self.seed_generator)
         gumbel = -ops.log(-ops.log(uniform + 1e-9) + 1e-9)
         return ops.cast(ops.argmax(logits + gumbel, axis=-1), "int32")
 

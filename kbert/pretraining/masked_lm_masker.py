@@ -6,7 +6,7 @@ BERT's `round(rate · length)`, it has no whole-word masking, and its shuffle is
 a stateful op, so a masked stream cannot be reproduced from a seed.
 """
 
-from kbert.backend_utils import lazy_import
+from kbert.backend.imports import lazy_import
 from kbert.pretraining.masker import Masker, prediction_slots, word_indices
 
 tf = lazy_import("tensorflow")

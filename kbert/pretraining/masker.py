@@ -8,7 +8,7 @@ All of it is TensorFlow ops, for `tf.data` pipelines on any Keras backend.
 import numpy as np
 
 from kbert.arguments import non_negative_int, number, positive_int
-from kbert.backend_utils import lazy_import
+from kbert.backend.imports import lazy_import
 
 tf = lazy_import("tensorflow")
 

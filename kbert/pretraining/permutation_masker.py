@@ -3,7 +3,7 @@
 import math
 
 from kbert.arguments import positive_int
-from kbert.backend_utils import lazy_import
+from kbert.backend.imports import lazy_import
 from kbert.pretraining.masker import Masker, prediction_slots
 
 tf = lazy_import("tensorflow")

@@ -52,7 +52,7 @@ import re
 
 import numpy as np
 
-from kbert.backend_utils import lazy_import, traced_as_written
+from kbert.backend.imports import lazy_import, traced_as_written
 from kbert.pretraining.masked_lm_masker import MaskedLMMasker
 from kbert.pretraining.permutation_masker import PermutationMasker
 from kbert.pretraining.sentence_pairs import (

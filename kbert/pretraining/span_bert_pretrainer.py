@@ -2,7 +2,7 @@
 
 import keras
 
-from kbert.backend_utils import scale_loss_for_replicas
+from kbert.backend.ops import scale_loss_for_replicas
 from kbert.input_checks import PREDICTIONS, ids, positions
 from kbert.layers.span_boundary_head import SpanBoundaryHead
 from kbert.pretraining.bert_pretrainer import (

@@ -1,7 +1,7 @@
 """T5's span corruption objective as TensorFlow ops, with static output shapes."""
 
 from kbert.arguments import non_negative_int, number, positive_int
-from kbert.backend_utils import lazy_import, traced_as_written
+from kbert.backend.imports import lazy_import, traced_as_written
 
 tf = lazy_import("tensorflow")
 

@@ -3,7 +3,7 @@
 import numpy as np
 
 from kbert.arguments import number, positive_int
-from kbert.backend_utils import lazy_import
+from kbert.backend.imports import lazy_import
 from kbert.pretraining.masker import Masker, prediction_slots, word_indices
 
 tf = lazy_import("tensorflow")

@@ -1,7 +1,7 @@
 """The T5 paper's pretraining objectives (its Tables 4 and 6) as `tf.data` maps with static shapes."""
 
 from kbert.arguments import non_negative_int, number, one_of, positive_int
-from kbert.backend_utils import lazy_import
+from kbert.backend.imports import lazy_import
 from kbert.pretraining.span_corruption import SpanCorruption, noise_counts, seq2seq_batches
 
 tf = lazy_import("tensorflow")

@@ -5,7 +5,7 @@ import math
 import numpy as np
 
 from kbert.arguments import number, positive_int
-from kbert.backend_utils import lazy_import
+from kbert.backend.imports import lazy_import
 from kbert.pretraining.masker import prediction_slots
 
 tf = lazy_import("tensorflow")

@@ -3,7 +3,7 @@
 import keras
 from keras import ops
 
-from kbert.backend_utils import scale_loss_for_replicas
+from kbert.backend.ops import scale_loss_for_replicas
 from kbert.layers.language_model_head import LanguageModelHead
 from kbert.pretraining.bert_pretrainer import masked_lm_loss, masked_lm_targets
 from kbert.training.objective_metrics import add_objective_metrics

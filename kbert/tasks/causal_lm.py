@@ -3,7 +3,7 @@
 import keras
 from keras import ops
 
-from kbert.backend_utils import scale_loss_for_replicas
+from kbert.backend.ops import scale_loss_for_replicas
 from kbert.text.text_checks import check_texts
 from kbert.generation.causal_lm_generator import CausalLMGenerator
 from kbert.training.objective_metrics import add_objective_metrics, track_objective

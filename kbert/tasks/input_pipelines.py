@@ -48,7 +48,7 @@ ones.
 
 import numpy as np
 
-from kbert.backend_utils import lazy_import, traced_as_written
+from kbert.backend.imports import lazy_import, traced_as_written
 from kbert.text.length_buckets import row_lengths
 
 tf = lazy_import("tensorflow")

@@ -4,7 +4,7 @@ import keras
 from keras import ops
 
 from kbert.arguments import integer
-from kbert.backend_utils import scale_loss_for_replicas
+from kbert.backend.ops import scale_loss_for_replicas
 from kbert.input_checks import check_ids_in_range, labels
 from kbert.tasks.heads import (
     ENCODER_INPUTS,

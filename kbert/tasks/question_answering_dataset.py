@@ -42,7 +42,7 @@ answers, _ = decode_answers(logits["start_logits"], logits["end_logits"], window
 
 import numpy as np
 
-from kbert.backend_utils import lazy_import
+from kbert.backend.imports import lazy_import
 from kbert.tasks.input_pipelines import bucketed_dataset, special_token_ids
 from kbert.text.pair_packing import pack
 

@@ -3,7 +3,7 @@
 import keras
 from keras import ops
 
-from kbert.backend_utils import clip, replica_total, scale_loss_for_replicas
+from kbert.backend.ops import clip, replica_total, scale_loss_for_replicas
 from kbert.text.text_checks import check_texts
 from kbert.input_checks import ids
 from kbert.generation.seq2seq_generator import Seq2SeqGenerator

@@ -4,9 +4,8 @@ import keras
 import numpy as np
 from keras import ops
 
-from kbert.backend_utils import is_eager_tensor, scale_loss_for_replicas
+from kbert.backend.ops import is_eager_tensor, masked_score, scale_loss_for_replicas
 from kbert.input_checks import check_ids_in_range, mask, positions
-from kbert.layers.attention_mask import MASKED_SCORE
 from kbert.tasks.heads import encode, feature_route, head_dense, labelled, task_targets
 from kbert.tasks.question_answering_dataset import question_answering_window_sizes, question_answering_windows
 from kbert.tasks.span_decoding import best_spans
@@ -132,8 +131,8 @@ class SpanQuestionAnswering(Task):
         logits = ops.cast(self.span_dense(outputs["sequence_output"]), "float32")
         real = ops.cast(inputs["padding_mask"], "bool")
         return {
-            "start_logits": ops.where(real, logits[..., 0], MASKED_SCORE),
-            "end_logits": ops.where(real, logits[..., 1], MASKED_SCORE),
+            "start_logits": ops.where(real, logits[..., 0], masked_score("float32")),
+            "end_logits": ops.where(real, logits[..., 1], masked_score("float32")),
         }
 
     def compute_loss(self, x=None, y=None, y_pred=None, sample_weight=None, training=True):

@@ -5,7 +5,7 @@ import numpy as np
 from keras import ops
 
 from kbert.arguments import positive_int
-from kbert.backend_utils import scale_loss_for_replicas
+from kbert.backend.ops import scale_loss_for_replicas
 from kbert.input_checks import check_ids_in_range, labels
 from kbert.layers.activations import get_activation, serialize_activation
 from kbert.tasks.heads import encode, feature_route, head_dense, head_dropout, labelled, task_targets

@@ -5,7 +5,7 @@ import numpy as np
 from keras import ops
 
 from kbert.arguments import integer
-from kbert.backend_utils import scale_loss_for_replicas
+from kbert.backend.ops import scale_loss_for_replicas
 from kbert.input_checks import TOKENS, check_ids_in_range, labels
 from kbert.tasks.heads import encode, feature_route, head_dense, head_dropout, labelled, task_targets
 from kbert.tasks.text_results import merge_entities, probabilities, tagged_pieces

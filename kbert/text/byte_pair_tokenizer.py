@@ -13,7 +13,7 @@ is imported on first use, from the text pipeline only.
 import json
 import os
 
-from kbert.backend_utils import lazy_import
+from kbert.backend.imports import lazy_import
 
 tf = lazy_import("tensorflow")
 keras_hub = lazy_import("keras_hub")

@@ -6,7 +6,7 @@ Hugging Face's offset mappings count characters (code points). The
 tokenizers' `tokenize_with_offsets` convert with `character_offsets`.
 """
 
-from kbert.backend_utils import lazy_import
+from kbert.backend.imports import lazy_import
 
 tf = lazy_import("tensorflow")
 

@@ -10,7 +10,7 @@ padding moves in front.
 
 import numpy as np
 
-from kbert.backend_utils import lazy_import
+from kbert.backend.imports import lazy_import
 
 tf = lazy_import("tensorflow")
 

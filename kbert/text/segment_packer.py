@@ -9,7 +9,7 @@ ids with the pad id; this class returns kbert's input dict (`token_ids`,
 takes one or two segments as plain arguments.
 """
 
-from kbert.backend_utils import quiet_import
+from kbert.backend.imports import quiet_import
 
 tf = quiet_import("tensorflow")
 tf_text = quiet_import("tensorflow_text")

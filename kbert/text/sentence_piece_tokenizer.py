@@ -10,7 +10,7 @@ import base64
 import io
 import os
 
-from kbert.backend_utils import lazy_import
+from kbert.backend.imports import lazy_import
 from kbert.text.character_offsets import character_offsets
 
 tf = lazy_import("tensorflow")

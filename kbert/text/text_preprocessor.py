@@ -13,7 +13,7 @@ import importlib
 
 import numpy as np
 
-from kbert.backend_utils import lazy_import
+from kbert.backend.imports import lazy_import
 from kbert.text.segment_packer import SegmentPacker
 
 tf = lazy_import("tensorflow")

@@ -43,7 +43,7 @@ import re
 
 import numpy as np
 
-from kbert.backend_utils import quiet_import
+from kbert.backend.imports import quiet_import
 from kbert.text.character_offsets import character_offsets
 
 tf = quiet_import("tensorflow")

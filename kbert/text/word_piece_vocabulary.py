@@ -16,7 +16,7 @@ text made of those characters has a segmentation and never becomes `[UNK]`
 import collections
 import math
 
-from kbert.backend_utils import quiet_import
+from kbert.backend.imports import quiet_import
 from kbert.text.word_piece_tokenizer import WordPieceTokenizer
 
 tf = quiet_import("tensorflow")

@@ -3,7 +3,8 @@
 import keras
 from keras import ops
 
-from kbert import torch_fast_paths
+from kbert.backend.ops import fused_adam, fused_adam_available
+from kbert.backend.private_state import optimizer_slots
 
 
 @keras.saving.register_keras_serializable(package="kbert")
@@ -20,7 +21,7 @@ class AdamW(keras.optimizers.AdamW):
 
     where Keras adds `ε` to `√v` before the correction. The rule is the same
     on every backend. On PyTorch's fast path the Adam update of all variables
-    runs in PyTorch's fused kernel (`kbert.torch_fast_paths.fused_adam`):
+    runs in PyTorch's fused kernel (`kbert.backend.torch_ops.fused_adam`):
     Keras' own PyTorch update chains `torch._foreach_*` calls, which on the
     CPU cost a bert_base training step about a second more. Under
     `torch.compile` and with the fast paths off it is `update_step` below. `amsgrad` is not supported.
@@ -43,16 +44,12 @@ class AdamW(keras.optimizers.AdamW):
         if self.weight_decay:  # 0 decays nothing: skip the pass over every weight
             super()._apply_weight_decay(variables)
 
-    def _slots(self, variables):
-        indices = [self._get_variable_index(variable) for variable in variables]
-        return [self._momentums[i] for i in indices], [self._velocities[i] for i in indices]
-
     def _backend_update_step(self, grads, trainable_variables, learning_rate):
-        if not torch_fast_paths.active() or torch_fast_paths.compiling():
+        if not fused_adam_available():
             return super()._backend_update_step(grads, trainable_variables, learning_rate)
-        momentums, velocities = self._slots(trainable_variables)
+        momentums, velocities = optimizer_slots(self, trainable_variables)
         step = ops.cast(self.iterations, "float32") + 1.0  # no host tensor for the 1
-        torch_fast_paths.fused_adam(
+        fused_adam(
             [variable.value for variable in trainable_variables],
             [ops.cast(g, v.dtype) for g, v in zip(grads, trainable_variables)],
             [momentum.value for momentum in momentums],
@@ -68,7 +65,7 @@ class AdamW(keras.optimizers.AdamW):
         dtype = variable.dtype
         gradient = ops.cast(gradient, dtype)
         step = ops.cast(self.iterations + 1, dtype)
-        (momentum,), (velocity,) = self._slots([variable])
+        (momentum,), (velocity,) = optimizer_slots(self, [variable])
         self.assign_add(momentum, (gradient - momentum) * (1 - self.beta_1))
         self.assign_add(velocity, (ops.square(gradient) - velocity) * (1 - self.beta_2))
         first_correction = 1 - ops.power(ops.cast(self.beta_1, dtype), step)

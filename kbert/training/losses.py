@@ -7,7 +7,7 @@ padding (weight 0) counts zero and an all-padding batch stays finite.
 import keras
 from keras import ops
 
-from kbert.backend_utils import replica_total
+from kbert.backend.ops import replica_total
 
 # BERT's `Σw·CE / (Σw + 1e-5)`: the epsilon keeps an all-padding batch finite.
 WEIGHT_EPSILON = 1e-5

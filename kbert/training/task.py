@@ -7,7 +7,7 @@ of inputs or targets, `backbone_inputs` picks the backbone's entries from it.
 import keras
 from keras import ops
 
-from kbert.torch_compilation import torch_compiled_training_step
+from kbert.backend.ops import compiled_training_step, compiles_training_steps
 from kbert.input_checks import InputChecks, check_inputs
 from kbert.serialization import constructor_config, deserialize_arguments
 
@@ -60,19 +60,19 @@ class Task(InputChecks, keras.Model):
 
         Keras compiles its PyTorch step with `torch.compile` as it is, which
         breaks the graph at `loss.backward()` and at the optimizer's regex
-        for weight decay (see `kbert.torch_compilation.torch_compiled_training_step`).
+        for weight decay (see `kbert.backend.torch_compilation.torch_compiled_training_step`).
         """
         if self.train_function is not None and not force:
             return self.train_function
-        if keras.backend.backend() != "torch" or not self.jit_compile:
+        if not compiles_training_steps() or not self.jit_compile:
             return super().make_train_function(force)
         self.jit_compile = False  # Keras' eager step, compiled here instead
         try:
             super().make_train_function(force)
         finally:
             self.jit_compile = True
-        self.train_function = torch_compiled_training_step(self.train_function, self.optimizer,
-                                                           self.trainable_variables)
+        self.train_function = compiled_training_step(self.train_function, self.optimizer,
+                                                     self.trainable_variables)
         return self.train_function
 
     def get_config(self):

@@ -3,7 +3,7 @@
 import keras
 from keras import ops
 
-from kbert.backend_utils import clip
+from kbert.backend.ops import clip
 
 
 @keras.saving.register_keras_serializable(package="kbert")

@@ -7,7 +7,7 @@ import pytest
 from helpers import to_numpy
 
 from kbert.generation import samplers
-from kbert.layers.attention_mask import MASKED_SCORE
+from kbert.backend.ops import masked_score
 
 VOCABULARY = 12
 
@@ -30,7 +30,7 @@ def np_filter(logits, temperature=1.0, top_k=None, top_p=None):
             probabilities /= probabilities.sum()
             size = int(np.searchsorted(np.cumsum(probabilities), top_p) + 1)
             keep[row, kept[size:]] = False
-    return np.where(keep, logits, MASKED_SCORE)
+    return np.where(keep, logits, masked_score("float32"))
 
 
 @pytest.mark.parametrize(
@@ -77,7 +77,7 @@ def test_samples_follow_the_filtered_distribution():
 def np_beam_step(logits, scores, finished, beams, pad_id):
     log_p = logits - logits.max(-1, keepdims=True)
     log_p = log_p - np.log(np.exp(log_p).sum(-1, keepdims=True))
-    padding = np.full(VOCABULARY, MASKED_SCORE)
+    padding = np.full(VOCABULARY, masked_score("float32"))
     padding[pad_id] = 0.0
     log_p[finished] = padding
     candidates = (scores.reshape(-1, 1) + log_p).reshape(len(scores), beams * VOCABULARY)
@@ -115,5 +115,5 @@ def test_best_beams_normalise_by_length():
 
 def test_initial_scores_keep_one_live_beam():
     np.testing.assert_array_equal(
-        to_numpy(samplers.initial_beam_scores(2, 3)), [[0, MASKED_SCORE, MASKED_SCORE]] * 2
+        to_numpy(samplers.initial_beam_scores(2, 3)), [[0, masked_score("float32"), masked_score("float32")]] * 2
     )

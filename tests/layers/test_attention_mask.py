@@ -3,7 +3,7 @@ import numpy as np
 import pytest
 from helpers import compile_with_xla, padding_mask, to_numpy
 
-from kbert.backend_utils import masked_score
+from kbert.backend.ops import masked_score
 from kbert.layers import merge_attention_masks
 from kbert.layers.attention_mask import fold_padding_mask
 

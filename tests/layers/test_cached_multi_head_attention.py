@@ -13,7 +13,7 @@ from helpers import (
     xla_call,
 )
 
-from kbert import torch_fast_paths
+from kbert.backend import fast_paths
 from kbert.layers import CachedMultiHeadAttention
 
 BATCH, LENGTH, HIDDEN, HEADS, KEY_DIM = 2, 6, 12, 3, 4
@@ -114,11 +114,11 @@ def test_in_place_writes_give_the_same_steps():
     for i in range(LENGTH):
         step = {"attention_mask": causal[:, i : i + 1], "cache_update_index": i}
         expected, copied = layer(x[:, i : i + 1], cache=copied, **step)
-        with torch_fast_paths.in_place_cache_writes():
+        with fast_paths.in_place_cache_writes():
             outputs, updated = layer(x[:, i : i + 1], cache=written, **step)
         np.testing.assert_allclose(to_numpy(outputs), to_numpy(expected), atol=1e-6)
         # PyTorch's fast path writes into the given tensor; elsewhere the update stays functional.
-        assert (updated is written) == torch_fast_paths.active()
+        assert (updated is written) == fast_paths.active()
         written = updated
     np.testing.assert_allclose(to_numpy(written), to_numpy(copied), atol=1e-6)
 

@@ -13,7 +13,7 @@ from helpers import (
     to_numpy,
 )
 
-from kbert import torch_fast_paths
+from kbert.backend import fast_paths
 from kbert.layers import CrossAttentionDecoderBlock
 
 BATCH, LENGTH, SOURCE, WIDTH, HEADS, FF = 2, 5, 7, 12, 3, 10
@@ -148,7 +148,7 @@ def test_cached_steps_equal_full_call(in_place, style):
     cache = np.zeros((BATCH, HEADS, 2, LENGTH, WIDTH // HEADS), "float32")
     cross = layer.cross_attention.compute_cache(i["encoder_outputs"])
     for step in range(LENGTH):
-        with torch_fast_paths.in_place_cache_writes() if in_place else contextlib.nullcontext():
+        with fast_paths.in_place_cache_writes() if in_place else contextlib.nullcontext():
             out, cache = layer(
                 i["inputs"][:, step : step + 1],
                 encoder_padding_mask=i["encoder_padding_mask"],

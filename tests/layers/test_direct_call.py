@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 from helpers import BACKEND, to_numpy
 
-from kbert import torch_fast_paths
+from kbert.backend import fast_paths
 from kbert.layers import FusedDense, MultiHeadAttention
 from kbert.layers.direct_call import DirectCall
 
@@ -41,7 +41,7 @@ def test_direct_call_equals_keras_call(keras_calls):
     direct = to_numpy(layer(inputs()))
     through_keras = to_numpy(keras.layers.Layer.__call__(layer, inputs()))
     np.testing.assert_array_equal(direct, through_keras)
-    assert keras_calls == (["FusedDense"] if torch_fast_paths.active() else ["FusedDense", "FusedDense"])
+    assert keras_calls == (["FusedDense"] if fast_paths.active() else ["FusedDense", "FusedDense"])
 
 
 @pytest.mark.skipif(BACKEND != "torch", reason="only eager PyTorch calls directly")

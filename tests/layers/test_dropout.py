@@ -3,7 +3,7 @@ import numpy as np
 import pytest
 from helpers import BACKEND, to_numpy
 
-from kbert.backend_utils import JAX_DROPOUT_PRNGS, jax_dropout, jax_dropout_prng
+from kbert.backend.jax_ops import DROPOUT_PRNGS, dropout_prng, prng_dropout
 from kbert.layers.dropout import Dropout, apply_dropout
 
 
@@ -33,7 +33,7 @@ def test_the_layer_seed_generator_advances_as_in_keras_dropout():
 
 
 @pytest.mark.skipif(BACKEND != "jax", reason="the dropout PRNG is chosen on JAX only")
-@pytest.mark.parametrize("prng", JAX_DROPOUT_PRNGS)
+@pytest.mark.parametrize("prng", DROPOUT_PRNGS)
 def test_each_jax_prng_drops_at_the_rate_and_repeats_a_seed(prng, monkeypatch):
     """A quarter of 4,096 entries dropped (±4 standard deviations), kept ones scaled by 4/3; a seed
     gives the same mask again, another seed another mask; the program's keys are of `prng`, and
@@ -42,7 +42,7 @@ def test_each_jax_prng_drops_at_the_rate_and_repeats_a_seed(prng, monkeypatch):
 
     monkeypatch.setenv("KBERT_JAX_DROPOUT_PRNG", prng)
     x = keras.ops.ones((64, 64))
-    draw = lambda seed: to_numpy(jax_dropout(x, 0.25, np.array([seed, 1], "uint32"), prng))  # noqa: E731
+    draw = lambda seed: to_numpy(prng_dropout(x, 0.25, np.array([seed, 1], "uint32"), prng))  # noqa: E731
     values = draw(0)
     assert set(np.unique(values)) == {0.0, np.float32(1 / 0.75)}
     assert abs((values == 0).mean() - 0.25) < 4 * np.sqrt(0.25 * 0.75 / values.size)
@@ -70,9 +70,9 @@ def test_the_default_bits_partition_and_philox_is_refused_under_a_distribution(m
 
     monkeypatch.delenv("KBERT_JAX_DROPOUT_PRNG", raising=False)
     default = "rbg" if jax.default_backend() in ("gpu", "tpu") else "threefry"
-    assert jax_dropout_prng() == default
+    assert dropout_prng() == default
     with keras.distribution.DataParallel(devices=jax.devices()[:1]).scope():
-        assert jax_dropout_prng() == default
+        assert dropout_prng() == default
         monkeypatch.setenv("KBERT_JAX_DROPOUT_PRNG", "philox4x32")
         with pytest.raises(ValueError, match="does not compile under a keras.distribution"):
-            jax_dropout_prng()
+            dropout_prng()

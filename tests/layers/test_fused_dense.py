@@ -78,7 +78,7 @@ def test_few_row_inference_copy_follows_the_kernel():
     give the same outputs, and follow `assign` and `set_weights` (atol 1e-6 against NumPy)."""
     import torch
 
-    from kbert import torch_fast_paths
+    from kbert.backend import torch_ops
 
     layer = FusedDense(UNITS, bias_initializer="random_normal")
     x = random_floats(np.random.default_rng(3), (BATCH, 1, WIDTH))  # 2 rows
@@ -86,20 +86,20 @@ def test_few_row_inference_copy_follows_the_kernel():
     with torch.no_grad():
         for step in range(3):
             np.testing.assert_allclose(to_numpy(layer(x)), np_dense(x, *dense_weights(layer)), atol=1e-6)
-            assert id(layer.kernel.value) in torch_fast_paths._LINEAR_WEIGHTS
+            assert id(layer.kernel.value) in torch_ops._LINEAR_WEIGHTS
             if step == 0:
                 layer.kernel.assign(layer.kernel.numpy() * -2.0)
             else:
                 layer.set_weights([w + 1.0 for w in layer.get_weights()])
-    copies = set(torch_fast_paths._LINEAR_WEIGHTS)  # other layers' copies may go with them meanwhile
+    copies = set(torch_ops._LINEAR_WEIGHTS)  # other layers' copies may go with them meanwhile
     layer(x)  # gradients on: the transposed view, no new copy
-    many_rows = random_floats(np.random.default_rng(4), (BATCH, torch_fast_paths.FEW_ROWS, WIDTH))
+    many_rows = random_floats(np.random.default_rng(4), (BATCH, torch_ops.FEW_ROWS, WIDTH))
     with torch.no_grad():
         layer(many_rows)
-    assert set(torch_fast_paths._LINEAR_WEIGHTS) <= copies
+    assert set(torch_ops._LINEAR_WEIGHTS) <= copies
     kernel_id = id(layer.kernel.value)
     del layer
     import gc
 
     gc.collect()
-    assert kernel_id not in torch_fast_paths._LINEAR_WEIGHTS  # dropped with its variable
+    assert kernel_id not in torch_ops._LINEAR_WEIGHTS  # dropped with its variable

@@ -18,7 +18,7 @@ import pytest
 from helpers import BACKEND
 
 import kbert
-from kbert.backend_utils import dtype_name
+from kbert.backend.ops import dtype_name
 from kbert.generation import CausalLMGenerator
 
 BATCH, LENGTH = 2, 6

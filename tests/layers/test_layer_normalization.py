@@ -3,7 +3,7 @@ import numpy as np
 import pytest
 from helpers import STANDARD_CHECKS, LayerCase, random_floats, run_standard_check, to_numpy
 
-from kbert import torch_fast_paths
+from kbert.backend import torch_ops
 from kbert.layers import LayerNormalization
 
 
@@ -48,7 +48,7 @@ def test_eager_torch_call_skips_keras_bookkeeping():
     layer = LayerNormalization()
     x = keras.ops.ones((2, 3, 4))
     layer(x)  # builds it, through Keras
-    assert torch_fast_paths.call_directly(layer, (x,), {}) is not None
+    assert torch_ops.call_directly(layer, (x,), {}) is not None
 
 
 @pytest.mark.parametrize("options", [{"axis": [1, 2]}, {"rms_scaling": True}, {"center": False}])

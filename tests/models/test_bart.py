@@ -9,7 +9,7 @@ import pytest
 from backbone_harness import BACKBONE_CHECKS, BackboneCase, run_backbone_check, seq2seq_harness_inputs
 from helpers import to_numpy
 
-from kbert import torch_fast_paths
+from kbert.backend import fast_paths
 from kbert.models import BART, seq2seq_inputs
 from kbert.models.bart import DECODER_START_ID, END_ID, PAD_ID
 from kbert.tasks import Seq2SeqLM
@@ -82,7 +82,7 @@ def test_decode_steps_equal_decode(model, in_place):
     caches = model.self_attention_caches(3, decoder_ids.shape[1])
     cross = model.cross_attention_caches(encoded)
     for index in range(decoder_ids.shape[1]):
-        with torch_fast_paths.in_place_cache_writes() if in_place else contextlib.nullcontext():
+        with fast_paths.in_place_cache_writes() if in_place else contextlib.nullcontext():
             logits, caches = model.decode_step(
                 decoder_ids[:, index : index + 1], index, caches, cross, encoder_mask
             )

@@ -7,7 +7,7 @@ import pytest
 from backbone_harness import BACKBONE_CHECKS, BackboneCase, run_backbone_check, seq2seq_harness_inputs
 from helpers import to_numpy
 
-from kbert import torch_fast_paths
+from kbert.backend import fast_paths
 from kbert.models import T5, seq2seq_inputs
 
 TINY = dict(vocabulary_size=40, num_layers=2, num_heads=2, hidden_dim=16, intermediate_dim=24)
@@ -79,11 +79,11 @@ def test_decode_steps_equal_decode(model, in_place):
     cross = model.cross_attention_caches(encoded)
     for index in range(decoder_ids.shape[1]):
         previous = caches
-        with torch_fast_paths.in_place_cache_writes() if in_place else contextlib.nullcontext():
+        with fast_paths.in_place_cache_writes() if in_place else contextlib.nullcontext():
             logits, caches = model.decode_step(
                 decoder_ids[:, index : index + 1], index, caches, cross, encoder_mask
             )
-            writes_in_place = torch_fast_paths.writes_caches_in_place()
+            writes_in_place = fast_paths.writes_caches_in_place()
         np.testing.assert_allclose(to_numpy(logits), expected[:, index], atol=1e-5, rtol=0)
         # The scope reaches every block's attention: PyTorch's fast path writes into the given caches.
         assert all((new is old) == writes_in_place for new, old in zip(caches, previous))

@@ -11,6 +11,8 @@ import functools
 import types
 import weakref
 
+from kbert.backend.private_state import dynamo_config_patch, prime_weight_decay_choices
+
 
 def torch_compiled_training_step(step, optimizer, variables):
     """`step` (Keras' PyTorch training step on one batch) under `torch.compile`, as one graph. PyTorch only.
@@ -32,9 +34,7 @@ def torch_compiled_training_step(step, optimizer, variables):
     import torch
 
     optimizer = getattr(optimizer, "inner_optimizer", optimizer)  # a LossScaleOptimizer's
-    if hasattr(optimizer, "_use_weight_decay"):
-        for variable in variables:
-            optimizer._use_weight_decay(variable)
+    prime_weight_decay_choices(optimizer, variables)
     compiled = torch.compile(step)
 
     parameters = [variable.value for variable in variables]
@@ -55,9 +55,7 @@ def training_step_tracing():
     """The dynamo settings under which `torch_compiled_training_step` traces (a context manager)."""
     import warnings
 
-    import torch
-
-    return torch._dynamo.config.patch(trace_autograd_ops=True, reorderable_logging_functions={warnings.warn})
+    return dynamo_config_patch(trace_autograd_ops=True, reorderable_logging_functions={warnings.warn})
 
 
 def torch_compiled_method(model, name):

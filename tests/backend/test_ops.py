@@ -6,15 +6,15 @@ import numpy as np
 import pytest
 from helpers import BACKEND, compile_with_xla, to_numpy
 
-from kbert import torch_fast_paths
-from kbert.backend_utils import (
+from kbert.backend import fast_paths
+from kbert.backend.imports import quiet_import
+from kbert.backend.ops import (
     dense,
     dtype_name,
     fused_attention,
     is_eager_tensor,
     layer_normalization,
     masked_score,
-    quiet_import,
     reshape,
     rms_normalization,
 )
@@ -133,7 +133,7 @@ def test_fused_attention_matches_numpy():
 
 def test_fused_attention_dropout_needs_the_torch_fast_path():
     x = np.ones((1, 2, 1, 4), "float32")
-    with torch_fast_paths.switched(False), pytest.raises(ValueError, match="dropout rate only on PyTorch"):
+    with fast_paths.switched(False), pytest.raises(ValueError, match="dropout rate only on PyTorch"):
         fused_attention(x, x, x, None, scale=0.5, dropout_rate=0.1)
 
 

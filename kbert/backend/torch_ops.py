@@ -1,100 +1,20 @@
-"""kbert's eager PyTorch fast paths, in one module with one off switch.
+"""kbert's eager PyTorch fast paths: the PyTorch side of `kbert.backend.ops`.
 
 On eager PyTorch, Keras' per-call dispatch (a search for symbolic tensors,
 shape and dtype checks, a layer's bookkeeping) costs 5–100 µs a call, more
 than the op itself in a decoding step; TensorFlow and JAX trace `keras.ops`
 once. Each function here is the PyTorch version of something kbert also
-computes through plain `keras.ops`, to the same numbers. The rest of kbert
-asks `active()` and takes the fast path when it says so, the plain code
-otherwise (docs/architecture.md §5).
-
-The switch: the environment variable `KBERT_FAST_PATHS=0` turns every fast
-path off (read when kbert is imported; `1` or unset leaves them on), and
-`switched(on)` flips them for a block of code in this process (tests run
-the parity checks both ways with it). The switch is process-wide, not per
-thread: flip it between model calls, not during one.
-
->>> with switched(False):
-...     active()
-False
+computes through plain `keras.ops`, to the same numbers. Only
+`kbert.backend.ops` calls them, when `kbert.backend.fast_paths.active()`
+says so (docs/architecture.md §5). PyTorch is imported inside the functions.
 """
 
-import contextlib
 import inspect
-import os
-import sys
 import weakref
 
-_SWITCH = os.environ.get("KBERT_FAST_PATHS", "1")
-if _SWITCH not in ("0", "1"):
-    raise ValueError(f"KBERT_FAST_PATHS must be 0 or 1; received {_SWITCH!r}.")
-# `positions`: the last cache write's `(index, steps, positions)`, see `write_cache`.
-_STATE = {"on": _SWITCH == "1", "in_place_cache_writes": False, "positions": None}
-
-# Keras is imported inside the functions: `kbert/__init__` imports this module
-# (through `kbert.backend_utils`) before Keras.
-
-
-def active():
-    """Whether kbert takes its PyTorch fast paths now: on the PyTorch backend with the switch on.
-
-    >>> isinstance(active(), bool)
-    True
-    """
-    if not _STATE["on"]:
-        return False
-    import keras
-
-    return keras.backend.backend() == "torch"
-
-
-@contextlib.contextmanager
-def switched(on):
-    """Turn every fast path on (`True`) or off (`False`) for the block, then back as it was.
-
-    >>> with switched(False):
-    ...     active()
-    False
-    """
-    saved = _STATE["on"]
-    _STATE["on"] = bool(on)
-    try:
-        yield
-    finally:
-        _STATE["on"] = saved
-
-
-@contextlib.contextmanager
-def in_place_cache_writes():
-    """Let cached attention overwrite the key/value caches it is given, for the block.
-
-    A decoding loop that never reads a cache again after passing it on enters
-    this: on eager PyTorch a functional cache update copies the whole cache
-    at every step, and with this scope `CachedMultiHeadAttention` writes the
-    step's keys and values into the cache instead (`write_cache`). XLA
-    (TensorFlow, JAX) reuses a loop's buffers anyway, and with the fast paths
-    off the update stays functional.
-
-    >>> with in_place_cache_writes():
-    ...     _STATE["in_place_cache_writes"]
-    True
-    """
-    saved = _STATE["in_place_cache_writes"]
-    _STATE["in_place_cache_writes"] = True
-    try:
-        yield
-    finally:
-        _STATE["in_place_cache_writes"] = saved
-        _STATE["positions"] = None
-
-
-def writes_caches_in_place():
-    """Whether cached attention writes its caches in place now (an `in_place_cache_writes` block, fast paths on).
-
-    >>> writes_caches_in_place()
-    False
-    """
-    return _STATE["in_place_cache_writes"] and active()
+from kbert.backend.fast_paths import STATE as _STATE
+from kbert.backend.fast_paths import compiling
+from kbert.backend.private_state import fused_adam_kernel, rematerialized, tensor_storage_owner, tensor_version
 
 
 def write_cache(cache, keys, values, index):
@@ -177,7 +97,7 @@ def attention(query, key, value, bias, scale, dropout_rate, key_value_heads_firs
     copies of a 3 MB tensor per bert_base forward). `mask` (bool, True where
     a key is attended) becomes part of the additive `bias`, `masked` (finite)
     elsewhere; `dropout_rate` applies to the probabilities, from PyTorch's
-    generator. The contract is `kbert.backend_utils.fused_attention`'s.
+    generator. The contract is `kbert.backend.ops.fused_attention`'s.
     """
     import torch
 
@@ -231,14 +151,14 @@ def memoized(kind, tensor, extras, make):
     if (tensor.device.type == "meta" or compiling()
             or any(isinstance(e, torch.Tensor) and e.requires_grad for e in extras)):
         return make()
-    owner = tensor if tensor._base is None else tensor._base
+    owner = tensor_storage_owner(tensor)
     slot = _MEMO.get((kind, id(owner)))
     if slot is None or slot[0]() is not owner:
         key = (kind, id(owner))
         slot = (weakref.ref(owner, lambda _, key=key: _MEMO.pop(key, None)), {})
         _MEMO[key] = slot
-    view = (tensor.storage_offset(), tuple(tensor.shape), tensor.stride(), tensor._version,
-            tuple(e._version if isinstance(e, torch.Tensor) else e for e in extras))
+    view = (tensor.storage_offset(), tuple(tensor.shape), tensor.stride(), tensor_version(tensor),
+            tuple(tensor_version(e) if isinstance(e, torch.Tensor) else e for e in extras))
     kept = slot[1].get(view)
     if kept is not None and all(a is b or not isinstance(a, torch.Tensor) for a, b in zip(kept[0], extras)):
         return kept[1]
@@ -256,7 +176,7 @@ def kept_constants(owner, key, make):
 
     On eager PyTorch each conversion of host data is a host-to-device copy,
     which on a GPU waits for the stream; the contract is
-    `kbert.backend_utils.constant_tensors`'. Under `torch.compile` they are
+    `kbert.backend.ops.constant_tensors`'. Under `torch.compile` they are
     converted at each trace, as constants of the graph.
     """
     import keras
@@ -296,33 +216,16 @@ def fused_adam(variables, gradients, momentums, velocities, step, learning_rate,
     `torch.compile` (`compiling()`): the kernel has no fake implementation for a
     tensor learning rate on the CPU.
     """
-    import torch
-
     groups = {}
     for tensors in zip(variables, gradients, momentums, velocities):
         groups.setdefault((tensors[0].device, tensors[0].dtype), []).append(tensors)
     for group in groups.values():
         params, grads, exp_avgs, exp_avg_sqs = (list(tensors) for tensors in zip(*group))
-        torch._fused_adam_(
+        fused_adam_kernel()(
             params, grads, exp_avgs, exp_avg_sqs, [], [step] * len(params),
             lr=learning_rate, beta1=betas[0], beta2=betas[1], weight_decay=0.0, eps=epsilon,
             amsgrad=False, maximize=False,
         )
-
-
-def compiling():
-    """Whether `torch.compile` is tracing the caller (False where torch is not imported).
-
-    kbert's caches write nothing during a trace: once a dict that existed
-    before the trace changes, dynamo breaks the graph at the next
-    `inspect.Signature.bind` of a Keras layer call ("mapping proxy affected
-    by dictionary mutation"; see `kbert.torch_compilation`).
-
-    >>> compiling()
-    False
-    """
-    torch = sys.modules.get("torch")
-    return torch is not None and torch.compiler.is_compiling()
 
 
 def dense(inputs, kernel, bias, kernel_transposed=False):
@@ -331,7 +234,7 @@ def dense(inputs, kernel, bias, kernel_transposed=False):
     The bias goes inside the matmul (Keras' `Dense` adds it in a second pass),
     and no transposed view of the weight is made per call, as transformers'
     `Conv1D`; the operand comes from `matmul_operand`. The contract is
-    `kbert.backend_utils.dense`'.
+    `kbert.backend.ops.dense`'.
     """
     import torch
 
@@ -389,9 +292,9 @@ def _transposed_operand(parameter, wide):
     if cached is None or cached[0]() is not parameter:
         weakref.finalize(parameter, _LINEAR_WEIGHTS.pop, id(parameter), None)
         cached = None
-    if cached is None or cached[1] != parameter._version:  # new, or updated in place since
+    if cached is None or cached[1] != tensor_version(parameter):  # new, or updated in place since
         copy = parameter.detach().T.contiguous()
-        cached = (weakref.ref(parameter), parameter._version, copy if wide else copy.T)
+        cached = (weakref.ref(parameter), tensor_version(parameter), copy if wide else copy.T)
         _LINEAR_WEIGHTS[id(parameter)] = cached
     return cached[2]
 
@@ -500,7 +403,7 @@ def call_directly(layer, args, kwargs):
         input_dtype is None
         or (args[0].dtype != input_dtype and args[0].dtype.is_floating_point)
         or layer.activity_regularizer is not None
-        or getattr(layer, "_remat_mode", None) is not None
+        or rematerialized(layer)
         or ("training" not in kwargs and takes_training)
     ):
         return None
@@ -544,3 +447,95 @@ def _call_takes_training(layer_class):
     if not compiling():
         _TAKES_TRAINING[layer_class] = takes_training
     return takes_training
+
+
+# What `kbert.backend.ops` asks every backend module (beside the fast paths above).
+
+# Whether a generator's loop is compiled unless told otherwise (`jit_compile="auto"`): on
+# PyTorch the loop stays a Python loop, and `torch.compile` of its step is asked for.
+JIT_COMPILES_BY_DEFAULT = False
+
+
+def is_eager_tensor(x):
+    """True for a PyTorch tensor with values: not while `torch.compile` traces, not on the "meta" device."""
+    import torch
+
+    if compiling():
+        return False
+    return isinstance(x, torch.Tensor) and not x.is_meta
+
+
+def scale_loss_for_replicas(loss):
+    """The loss as it is: `torch.distributed` data parallelism averages the replicas' gradients."""
+    return loss
+
+
+def replica_total(value):
+    """`(Σ value over the `torch.distributed` processes, their count)`, every process calling; `(value, 1)` alone."""
+    import torch.distributed as dist
+
+    if dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1:
+        total = value.detach().clone()
+        dist.all_reduce(total)
+        return total, dist.get_world_size()
+    return value, 1
+
+
+def framework_random_state():
+    """PyTorch's global generator's state (what Keras' unseeded dropout and `uniform_like` draw from)."""
+    import torch
+
+    return torch.get_rng_state().numpy()
+
+
+def set_framework_random_state(state):
+    """Restore what `framework_random_state` returned."""
+    import torch
+
+    torch.set_rng_state(torch.from_numpy(state))
+
+
+def fused_attention_supports(dtype):
+    """`scaled_dot_product_attention` takes every float dtype."""
+    return True
+
+
+def value_and_gradients(fn, xs):
+    """`(fn(xs), gradients)` by `torch.autograd.grad` (None for an `x` that `fn` does not use)."""
+    import torch
+
+    xs = [x.detach().requires_grad_(True) for x in xs]
+    value = fn(xs)
+    return value, torch.autograd.grad(value, xs, allow_unused=True)
+
+
+def compile_loop(fn, model, jit_compile, reduce_retracing=True):
+    """`fn` under `torch.no_grad`: the loop stays a Python loop (its step is compiled by `compiled_step_method`)."""
+    import torch
+
+    def no_grad(*args):
+        with torch.no_grad():
+            return fn(*args)
+
+    return no_grad
+
+
+def compiled_step_method(model, name):
+    """`model.<name>` under `torch.compile` (`kbert.backend.torch_compilation.torch_compiled_method`)."""
+    from kbert.backend.torch_compilation import torch_compiled_method
+
+    return torch_compiled_method(model, name)
+
+
+def few_calls_outputs(model, inputs):
+    """The eager call's outputs as NumPy: eager PyTorch compiles nothing for it."""
+    import keras
+
+    return keras.tree.map_structure(keras.ops.convert_to_numpy, model(inputs))
+
+
+def dropout(x, rate, seed_generator):
+    """Keras' own dropout (`keras.random.dropout`)."""
+    import keras
+
+    return keras.random.dropout(x, rate, seed=seed_generator)
