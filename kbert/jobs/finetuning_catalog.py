@@ -1,6 +1,6 @@
 """The six tasks of `kbert finetune`: how each reads its files, batches, builds, predicts and scores.
 
-`TASKS[name]` is a `kbert.jobs.finetuning_task.FinetuningTask` for
+`TASKS[name]` is a `kbert.jobs.finetuning_recipe.FinetuningRecipe` for
 `classify` (GLUE-style classification), `regress` (STS-B-style regression),
 `tag` (CoNLL NER) on an encoder or an XLNet, `qa` (SQuAD 1.1 / 2.0) and `choice` (SWAG) on an encoder,
 and `text` (T5's text to text, scored on generated text) on a T5.
@@ -21,7 +21,7 @@ from kbert.models.t5 import T5
 from kbert.models.xlnet import XLNet
 from kbert.tasks import metrics, readers
 from kbert.tasks.question_answering_dataset import question_answering_window_sizes
-from kbert.jobs.finetuning_task import FinetuningTask
+from kbert.jobs.finetuning_recipe import FinetuningRecipe
 from kbert.tasks.multiple_choice import MultipleChoice
 from kbert.tasks.seq2seq_lm import Seq2SeqLM
 from kbert.tasks.span_question_answering import SpanQuestionAnswering
@@ -309,26 +309,26 @@ def _text_to_text_scores(model, data, tokenizer, sequence_length, batch_size, bu
 ENCODER_OR_XLNET = (Encoder, XLNet)
 
 TASKS = {
-    "classify": FinetuningTask(
+    "classify": FinetuningRecipe(
         _read_classification, _text_dataset,
         lambda backbone, train, features: TextClassifier(backbone, len(train.labels), features=features),
         _classification_scores, backbone_type=ENCODER_OR_XLNET),
-    "regress": FinetuningTask(
+    "regress": FinetuningRecipe(
         _read_regression, _text_dataset,
         lambda backbone, train, features: TextClassifier(backbone, 1, features=features), _regression_scores,
         backbone_type=ENCODER_OR_XLNET),
-    "tag": FinetuningTask(
+    "tag": FinetuningRecipe(
         _read_conll, _tag_dataset,
         lambda backbone, train, features: TokenClassifier(backbone, len(train.labels), features=features),
         _tag_scores, backbone_type=ENCODER_OR_XLNET),
-    "qa": FinetuningTask(
+    "qa": FinetuningRecipe(
         _read_squad, _qa_dataset,
         lambda backbone, train, features: SpanQuestionAnswering(backbone, features=features), _qa_scores),
-    "choice": FinetuningTask(
+    "choice": FinetuningRecipe(
         _read_swag, _choice_dataset,
         lambda backbone, train, features: MultipleChoice(backbone, _number_of_choices(train), features=features),
         _choice_scores),
-    "text": FinetuningTask(
+    "text": FinetuningRecipe(
         _read_text_to_text, _text_to_text_dataset, _text_to_text_model, _text_to_text_scores, backbone_type=T5),
 }
 """The tasks of `kbert finetune`, by name."""

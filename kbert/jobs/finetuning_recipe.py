@@ -1,4 +1,4 @@
-"""`FinetuningTask`: what `kbert finetune` does for one task, as `kbert.jobs.finetuning_catalog.TASKS` holds it."""
+"""`FinetuningRecipe`: what `kbert finetune` does for one task, as `kbert.jobs.finetuning_catalog.TASKS` holds it."""
 
 import dataclasses
 from collections.abc import Callable
@@ -7,7 +7,7 @@ from kbert.models.encoder import Encoder
 
 
 @dataclasses.dataclass(frozen=True)
-class FinetuningTask:
+class FinetuningRecipe:
     """One task of `kbert finetune`: how it reads, batches, builds and scores, and on which backbone.
 
     Attributes:
@@ -23,7 +23,7 @@ class FinetuningTask:
             `(scores, prediction_rows)` (`buckets`: predict by length buckets).
         backbone_type: the kbert backbone class the task fine-tunes, or a tuple of them.
 
-    >>> task = FinetuningTask(read=open, dataset=list, model=dict, evaluate=print)
+    >>> task = FinetuningRecipe(read=open, dataset=list, model=dict, evaluate=print)
     >>> task.backbone_type.__name__
     'Encoder'
     """
