@@ -1,9 +1,11 @@
 """`attention_implementation`: the "auto", "fused" and "explicit" kernels give the same outputs on every
-encoder family, are kept in the config, and "fused" refuses a call its kernel cannot take."""
+family that takes the argument (the encoders, GPT-2, T5, BART), are kept in the config, and "fused"
+refuses a call its kernel cannot take."""
 
 import keras
 import numpy as np
 import pytest
+from backbone_harness import causal_harness_inputs, seq2seq_harness_inputs
 from helpers import to_numpy
 
 import kbert
@@ -32,19 +34,35 @@ def _inputs(length=8):
     }
 
 
-@pytest.mark.parametrize("family", FAMILIES)
-def test_the_three_kernels_agree(family):
-    auto = kbert.models.build(family, **TINY, **FAMILIES[family])
+SIZES = {name: TINY[name] for name in ("vocabulary_size", "num_layers", "num_heads", "hidden_dim", "intermediate_dim")}
+# family -> (the model with "auto", its inputs, the output compared); padded rows in every input
+DECODING = {
+    "gpt2": (lambda: kbert.models.GPT2(**SIZES, max_positions=16, end_id=0), causal_harness_inputs(2, 8), "logits"),
+    "t5": (lambda: kbert.models.T5(**SIZES), seq2seq_harness_inputs(2, 8), "logits"),
+    "bart": (lambda: kbert.models.BART(**SIZES, max_positions=16), seq2seq_harness_inputs(2, 8), "logits"),
+}
+
+
+def _encoder_case(family):
     length = 16 if family == "bigbird_base" else 8
-    inputs = _inputs(length)
-    expected = to_numpy(auto(inputs)["sequence_output"])
+    return kbert.models.build(family, **TINY, **FAMILIES[family]), _inputs(length), "sequence_output"
+
+
+@pytest.mark.parametrize("family", [*FAMILIES, *DECODING])
+def test_the_three_kernels_agree(family):
+    if family in DECODING:
+        make, inputs, output = DECODING[family]
+        auto = make()
+    else:
+        auto, inputs, output = _encoder_case(family)
+    expected = to_numpy(auto(inputs, training=False)[output])
     for implementation in ("fused", "explicit"):
         config = auto.get_config()
         assert config["attention_implementation"] == "auto"
         config["attention_implementation"] = implementation
         other = type(auto).from_config(config)
         other.set_weights(auto.get_weights())
-        np.testing.assert_allclose(to_numpy(other(inputs)["sequence_output"]), expected, atol=1e-5,
+        np.testing.assert_allclose(to_numpy(other(inputs, training=False)[output]), expected, atol=1e-5,
                                    err_msg=f"{family}: {implementation} differs from auto")
 
 
