@@ -1,7 +1,8 @@
 """Every family and task that exports answers as `kbert predict` does, in both formats, in this process.
 
 A classifier of each tokenizer kind and layout (BERT's WordPiece, RoBERTa's byte-level BPE, XLNet's
-SentencePiece with its last `<cls>` and left padding; sentence pairs for each) and a BERT tagger: the
+SentencePiece with its last `<cls>` and left padding; sentence pairs for each), a BigBird and a Longformer
+classifier (sparse attention, planned at its length) and a BERT tagger: the
 SavedModel (made and run on TensorFlow) and ONNX (made on PyTorch, run in onnxruntime on int64 ids in the
 model's own layout) give `kbert predict`'s probabilities to 1e-5, and carry the label names.
 """
@@ -32,8 +33,14 @@ TAGS = ["O", "B-PER", "I-PER"]
 SIZES = dict(num_layers=1, num_heads=2, hidden_dim=16, intermediate_dim=32, dropout=0.0)
 
 
+# Sparse attention at 16 tokens: BigBird's random blocks (past its 14 tokens of full attention), Longformer's
+# window and its global first token.
+SPARSE = {"bigbird": {"attention_kwargs": {"block_size": 2, "num_random_blocks": 1}},
+          "longformer": {"attention_kwargs": {"window": 4}}}
+
+
 def _tokenizer(kind, folder):
-    if kind == "bert":
+    if kind in ("bert", "bigbird", "longformer"):
         write_vocabulary(folder)
         return WordPieceTokenizer(str(folder / "vocab.txt"))
     if kind == "roberta":
@@ -51,8 +58,10 @@ def _model(name, folder):
     if family == "xlnet":
         backbone = kbert.models.build("xlnet_tiny", vocabulary_size=size, **SIZES)
     else:
-        preset = {"bert": "bert_tiny", "roberta": "roberta_base"}[family]
-        backbone = kbert.models.build(preset, vocabulary_size=size, max_positions=24, **SIZES)
+        preset = {"bert": "bert_tiny", "roberta": "roberta_base", "bigbird": "bigbird_base",
+                  "longformer": "longformer_base"}[family]
+        backbone = kbert.models.build(preset, vocabulary_size=size, max_positions=24, **SPARSE.get(family, {}),
+                                      **SIZES)
     if task == "tagger":
         return TokenClassifier(backbone, len(TAGS), preprocessor=TextPreprocessor(tokenizer, 16, labels=TAGS))
     return TextClassifier(backbone, len(LABELS), preprocessor=TextPreprocessor(tokenizer, 16, labels=LABELS))
@@ -76,7 +85,8 @@ def _probabilities(model, logits):
     return exponentials / exponentials.sum(axis=-1, keepdims=True)
 
 
-NAMES = ["bert_classifier", "roberta_classifier", "xlnet_classifier", "bert_tagger"]
+NAMES = ["bert_classifier", "roberta_classifier", "xlnet_classifier", "bigbird_classifier", "longformer_classifier",
+         "bert_tagger"]
 
 
 @pytest.mark.skipif(BACKEND != "tensorflow", reason="the SavedModel is made on TensorFlow")
@@ -98,7 +108,7 @@ def test_the_saved_model_answers_as_predict(name, tmp_path):
 
 
 @pytest.mark.skipif(BACKEND != "torch", reason="ONNX is made on PyTorch")
-@pytest.mark.parametrize("name", NAMES)
+@pytest.mark.parametrize("name", [name for name in NAMES if name.split("_")[0] not in SPARSE])
 def test_the_onnx_model_answers_as_predict_on_int64_ids_in_its_layout(name, tmp_path):
     onnx = pytest.importorskip("onnx")
     onnxruntime = pytest.importorskip("onnxruntime")
@@ -115,3 +125,11 @@ def test_the_onnx_model_answers_as_predict_on_int64_ids_in_its_layout(name, tmp_
         feed = {i.name: np.asarray(inputs[i.name], np.int64) for i in session.get_inputs()}
         (logits,) = session.run(["logits"], feed)
         np.testing.assert_allclose(_probabilities(model, logits), _expected(model, pairs), atol=1e-5)
+
+
+@pytest.mark.skipif(BACKEND != "torch", reason="ONNX is made on PyTorch")
+@pytest.mark.parametrize("family", sorted(SPARSE))
+def test_onnx_refuses_sparse_attention_naming_the_saved_model(family, tmp_path):
+    model = _model(f"{family}_classifier", tmp_path)
+    with pytest.raises(ValueError, match=f"^--format onnx cannot write {family} attention .*--format saved_model"):
+        export_onnx(model, str(tmp_path / "onnx"))
