@@ -67,15 +67,9 @@ def test_the_rotation_covers_every_model_and_pair():
     assert len(set(moves.values())) == 6
 
 
-# Moves known to fail today (issue 40, open), expected to fail until fixed: the optimizer's variables of
-# XLNet, BART and ELMo come in another order on PyTorch than on TensorFlow and JAX (a fix in `Backbone`'s
-# attribute tracking broke a frozen backbone's `.keras` round trip on TensorFlow and was taken back),
-# and ElectraPretrainer called on JAX mixes the generator's JAX ids with NumPy inputs.
+# Moves known to fail today (issue 40, open), expected to fail until fixed: ElectraPretrainer called on JAX
+# mixes the generator's JAX ids with NumPy inputs.
 KNOWN_FAILURES = {
-    "TextClassifier_xlnet": "XLNet's optimizer slots come in another order on PyTorch",
-    "XLNetPretrainer": "XLNet's optimizer slots come in another order on PyTorch",
-    "Seq2SeqLM_bart": "BART's optimizer slots come in another order on PyTorch",
-    "BiLMPretrainer": "ELMo's optimizer slots come in another order on PyTorch",
     "ElectraPretrainer": "on JAX its call mixes JAX and NumPy arrays",
 }
 

@@ -10,13 +10,11 @@ def tracks_attributes_as_torch_module(model):
     """Whether `model.__setattr__` should go through Keras' (and `torch.nn.Module`'s) attribute tracking.
 
     On PyTorch, `torch.nn.Module.__setattr__` refuses a layer before the
-    module is initialised, and a functional model's graph tracks every layer
-    anyway, so `Backbone` sets attributes with `object.__setattr__` until
+    module is initialised, so `Backbone` sets attributes with
+    `object.__setattr__`, after Keras' own tracking (`keras_tracked`), until
     `_initialized` exists. Neither Keras 3.15 nor PyTorch sets
-    `_initialized`, so on PyTorch this is always False today; the order in
-    which a backbone's layers are tracked (and a frozen backbone's `.keras`
-    round trip on TensorFlow) depends on it, so it is kept as it is.
-    Elsewhere (TensorFlow, JAX) always True.
+    `_initialized` (KerasHub's backbone sets its own), so on PyTorch this is
+    always False today. Elsewhere (TensorFlow, JAX) always True.
 
     >>> isinstance(tracks_attributes_as_torch_module(keras.layers.Dense(1)), bool)
     True
@@ -24,6 +22,27 @@ def tracks_attributes_as_torch_module(model):
     import keras
 
     return keras.backend.backend() != "torch" or hasattr(model, "_initialized")
+
+
+def keras_tracked(layer, name, value):
+    """`(name, value)` after Keras' own tracking of `layer.<name> = value` (`Layer.__setattr__` without the
+    backend's module: `layer._setattr_hook`, `layer._tracker`).
+
+    `Backbone` sets its attributes with `object.__setattr__` on PyTorch before
+    `torch.nn.Module` is initialised (which refuses a layer then); tracking
+    them here as Keras does on TensorFlow and JAX keeps the variables, and so
+    an optimizer's slots, in the same order on every backend.
+
+    >>> layer = keras.layers.Layer()
+    >>> keras_tracked(layer, "dense", keras.layers.Dense(1))[0]
+    'dense'
+    """
+    name, value = layer._setattr_hook(name, value)
+    if name != "_tracker":
+        if not hasattr(layer, "_tracker"):
+            layer._initialize_tracker()
+        value = layer._tracker.track(value)
+    return name, value
 
 
 def compiled_loss(model):

@@ -2,7 +2,7 @@
 
 import keras
 
-from kbert.backend.private_state import compiled_loss, tracks_attributes_as_torch_module
+from kbert.backend.private_state import compiled_loss, keras_tracked, tracks_attributes_as_torch_module
 from kbert.arguments import no_unknown_keywords, positive_int
 from kbert.input_checks import InputChecks, check_inputs
 from kbert.serialization import constructor_arguments, constructor_config, deserialize_arguments
@@ -78,9 +78,10 @@ class Backbone(InputChecks, keras.Model):
 
     def __setattr__(self, name, value):
         # On PyTorch, `torch.nn.Module.__setattr__` refuses a layer before the
-        # module is initialised; the functional graph tracks every layer anyway.
+        # module is initialised: Keras tracks it as on the other backends (the
+        # same variable order, so optimizer slots move between backends).
         if not tracks_attributes_as_torch_module(self):
-            return object.__setattr__(self, name, value)
+            return object.__setattr__(self, *keras_tracked(self, name, value))
         return super().__setattr__(name, value)
 
     # The padding-mask inputs a call may leave out or pass as None: nothing is
