@@ -43,6 +43,9 @@ KERAS_ATTRIBUTES = [
     ("optimizer._use_weight_decay", _built_adam, "_use_weight_decay"),
     ("Dense._kernel", _built_dense, "_kernel"),
     ("layer._remat_mode", _built_dense, "_remat_mode"),
+    ("layer._setattr_hook", _built_dense, "_setattr_hook"),
+    ("layer._initialize_tracker", _built_dense, "_initialize_tracker"),
+    ("layer._tracker", _built_dense, "_tracker"),
 ]
 
 
