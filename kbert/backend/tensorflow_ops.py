@@ -74,15 +74,3 @@ def compiled_step_method(model, name):
     return getattr(model, name)
 
 
-def few_calls_outputs(model, inputs):
-    """The eager call's outputs as NumPy: TensorFlow compiles nothing for it."""
-    import keras
-
-    return keras.tree.map_structure(keras.ops.convert_to_numpy, model(inputs))
-
-
-def dropout(x, rate, seed_generator):
-    """Keras' own dropout (`keras.random.dropout`)."""
-    import keras
-
-    return keras.random.dropout(x, rate, seed=seed_generator)
