@@ -197,8 +197,8 @@ def dropout(x, rate, seed_generator):
     On JAX the bits come from `kbert.backend.jax_ops.dropout_prng()`'s
     generator (`KBERT_JAX_DROPOUT_PRNG`; threefry, Keras' own, on the CPU).
 
-    >>> out = dropout(np.ones((2, 3), "float32"), 0.5, keras.random.SeedGenerator(0))
-    >>> sorted(set(np.asarray(out).ravel().tolist())) in ([0.0, 2.0], [0.0], [2.0])
+    >>> out = dropout(keras.ops.ones((2, 3)), 0.5, keras.random.SeedGenerator(0))
+    >>> sorted(set(keras.ops.convert_to_numpy(out).ravel().tolist())) in ([0.0, 2.0], [0.0], [2.0])
     True
     """
     own = getattr(_on_backend(), "dropout", None)  # JAX's; Keras' own elsewhere
@@ -214,7 +214,7 @@ def uniform_like(x, seed_generator):
     from PyTorch's global generator (`torch_ops.uniform_like`), which keeps a
     compiled step in one graph.
 
-    >>> tuple(uniform_like(np.zeros((2, 3), "float32"), keras.random.SeedGenerator(0)).shape)
+    >>> tuple(uniform_like(keras.ops.zeros((2, 3)), keras.random.SeedGenerator(0)).shape)
     (2, 3)
     """
     if fast_paths.active():
@@ -401,7 +401,8 @@ def column_writer(offset):
 
     >>> write = column_writer(1)
     >>> tokens = keras.ops.zeros((1, 3), "int32")
-    >>> keras.ops.convert_to_numpy(write(tokens, 1, keras.ops.ones((1,), "int32"))).tolist()
+    >>> index = keras.ops.convert_to_tensor(1, "int32")  # a tensor, as a decoding loop's step is
+    >>> keras.ops.convert_to_numpy(write(tokens, index, keras.ops.ones((1,), "int32"))).tolist()
     [[0, 0, 1]]
     """
     if fast_paths.active():
