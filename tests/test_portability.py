@@ -67,20 +67,8 @@ def test_the_rotation_covers_every_model_and_pair():
     assert len(set(moves.values())) == 6
 
 
-# Moves known to fail today (issue 40, open), expected to fail until fixed: ElectraPretrainer called on JAX
-# mixes the generator's JAX ids with NumPy inputs.
-KNOWN_FAILURES = {
-    "ElectraPretrainer": "on JAX its call mixes JAX and NumPy arrays",
-}
-
-
-def _cases():
-    return [pytest.param(name, marks=pytest.mark.xfail(reason=KNOWN_FAILURES[name], strict=False))
-            if name in KNOWN_FAILURES else name for name in sorted(destinations(BACKEND))]
-
-
 @pytest.mark.slow(reason="two fresh processes of the other backends load, check and train a third of the models")
-@pytest.mark.parametrize("name", _cases())
+@pytest.mark.parametrize("name", sorted(destinations(BACKEND)))
 def test_saved_here_loads_answers_and_trains_there(name, results):
     backend, error = results[name]
     assert error is None, f"{name} saved on {BACKEND}, loaded on {backend}: {error}"

@@ -245,7 +245,9 @@ class ElectraPretrainer(Task):
         discriminator_ids = _scatter_into(
             token_ids, mask_positions, sampled_ids, keep=ops.greater(mask_positions, 0)
         )
-        discriminator_inputs = backbone_inputs(self.discriminator, inputs)
+        # All tensors: the sampled ids are, and Keras refuses a call that mixes them with NumPy inputs.
+        discriminator_inputs = {name: value if value is None else ops.convert_to_tensor(value)
+                                for name, value in backbone_inputs(self.discriminator, inputs).items()}
         discriminator_inputs["token_ids"] = discriminator_ids
         sequence = self.discriminator(discriminator_inputs, training=training)["sequence_output"]
         logits = self.discriminator_output(self.discriminator_dense(sequence))
