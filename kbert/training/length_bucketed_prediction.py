@@ -33,7 +33,9 @@ def _padded_back(value, length, left):
 
 
 def _with_rows(batch, rows):
-    """`batch` with its last row repeated up to `rows` rows."""
+    """`batch` with its last row repeated up to `rows` rows (`batch` itself when it has them)."""
+    if len(next(iter(batch.values()))) == rows:
+        return batch
     return {name: np.concatenate([value, np.repeat(value[-1:], rows - len(value), axis=0)])
             for name, value in batch.items()}
 
