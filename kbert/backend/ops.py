@@ -480,6 +480,22 @@ def constant_tensors(owner, key, make):
     return tuple(keras.ops.convert_to_tensor(array) for array in make())
 
 
+def pad(x, widths, value=0):
+    """`keras.ops.pad(x, widths, constant_values=value)`: `widths` one `(before, after)` pair per axis.
+
+    Keras' `pad` makes a new `Operation` (with a unique name) at every call,
+    eager too; under `torch.compile` that write to Keras' name registry
+    breaks the graph at the next Keras layer call. On PyTorch's fast path
+    it is `torch.nn.functional.pad`.
+
+    >>> keras.ops.convert_to_numpy(pad(keras.ops.convert_to_tensor([[1, 2]]), [(0, 0), (1, 2)])).tolist()
+    [[0, 1, 2, 0, 0]]
+    """
+    if fast_paths.active():
+        return torch_ops.pad(x, widths, value)
+    return keras.ops.pad(x, widths, constant_values=value)
+
+
 def clip(x, low, high):
     """`keras.ops.clip(x, low, high)` for Python-number bounds, which on PyTorch's fast path stay numbers.
 

@@ -14,7 +14,13 @@ import weakref
 
 from kbert.backend.fast_paths import STATE as _STATE
 from kbert.backend.fast_paths import compiling
-from kbert.backend.private_state import fused_adam_kernel, rematerialized, tensor_storage_owner, tensor_version
+from kbert.backend.private_state import (
+    fused_adam_kernel,
+    keras_torch_device,
+    rematerialized,
+    tensor_storage_owner,
+    tensor_version,
+)
 
 
 def write_cache(cache, keys, values, index):
@@ -177,23 +183,35 @@ def kept_constants(owner, key, make):
     On eager PyTorch each conversion of host data is a host-to-device copy,
     which on a GPU waits for the stream; the contract is
     `kbert.backend.ops.constant_tensors`'. Under `torch.compile` they are
-    converted at each trace, as constants of the graph.
+    converted at each trace, as constants of the graph, by `torch.as_tensor`
+    (Keras' `convert_to_tensor` reads `ndarray.dtype`, where Dynamo breaks the graph).
     """
     import keras
+    import torch
 
     tracing = compiling()
-    kept = {} if tracing else _CONSTANTS.setdefault(owner, {})
+    if tracing:
+        return tuple(torch.as_tensor(array, device=keras_torch_device()) for array in make())
+    kept = _CONSTANTS.setdefault(owner, {})
     if key in kept:
         return kept[key]
     tensors = tuple(keras.ops.convert_to_tensor(array) for array in make())
     # Keras infers output shapes on PyTorch by calling layers on the "meta"
     # device: tensors made there hold no values and are not kept.
-    if not tracing and all(tensor.device.type != "meta" for tensor in tensors):
+    if all(tensor.device.type != "meta" for tensor in tensors):
         kept[key] = tensors
     return tensors
 
 
 _CONSTANTS = weakref.WeakKeyDictionary()  # owner -> {key: tensors}
+
+
+def pad(x, widths, value):
+    """`torch.nn.functional.pad` with NumPy's `widths` (one `(before, after)` pair per axis, first axis first)."""
+    import torch
+
+    flat = [size for before_after in reversed(list(widths)) for size in before_after]
+    return torch.nn.functional.pad(x, flat, value=value)
 
 
 def clip(x, low, high):

@@ -5,7 +5,7 @@ import numpy as np
 from keras import ops
 
 from kbert.arguments import non_negative_int, positive_int
-from kbert.backend.ops import constant_tensors
+from kbert.backend.ops import constant_tensors, pad
 from kbert.layers.multi_head_attention import MultiHeadAttention
 from kbert.layers.sparse_attention import (
     attend_blocks,
@@ -180,7 +180,7 @@ class BigBirdAttention(MultiHeadAttention):
         """`(batch, n, heads, dim)` padded with zeros to `length` tokens."""
         if x.shape[1] == length:
             return x
-        return ops.pad(x, ((0, 0), (0, length - x.shape[1]), (0, 0), (0, 0)))
+        return pad(x, ((0, 0), (0, length - x.shape[1]), (0, 0), (0, 0)))
 
     def _global_rows(self, query, key, value, key_mask, training):
         """Global query blocks 0 and nb-1, dense over every key: `(batch, 2b, heads, dim)`."""
@@ -207,7 +207,7 @@ class BigBirdAttention(MultiHeadAttention):
             return index, np.maximum(table, 0), used
 
         index, table, used = constant_tensors(self, ("middle rows", n, group * groups, padded), tables)
-        q_mid = ops.pad(query[:, b:-b], ((0, 0), (0, (group * groups - middle) * b), (0, 0), (0, 0)))
+        q_mid = pad(query[:, b:-b], ((0, 0), (0, (group * groups - middle) * b), (0, 0), (0, 0)))
         q_mid = ops.reshape(q_mid, (-1, group * groups, b, h, query.shape[-1]))
         k_flat, v_flat = (ops.reshape(x, (-1, h * padded // b, b, x.shape[-1])) for x in (key, value))
         mask_blocks = ops.reshape(key_mask, (-1, padded // b, b))

@@ -4,7 +4,7 @@ import keras
 import numpy as np
 from keras import ops
 
-from kbert.backend.ops import constant_tensors, is_eager_tensor
+from kbert.backend.ops import constant_tensors, is_eager_tensor, pad
 from kbert.arguments import positive_int
 from kbert.layers.multi_head_attention import MultiHeadAttention, mask_heads
 from kbert.layers.sparse_attention import (
@@ -315,11 +315,11 @@ class LongformerAttention(MultiHeadAttention):
         # (B, n, ...) -> (B, dilation, blocks, w, ...): token (block·w + j)·dilation + residue.
         def blocked(x):
             if padded > n:
-                x = ops.pad(x, [(0, 0), (0, padded - n)] + [(0, 0)] * (len(x.shape) - 2))
+                x = pad(x, [(0, 0), (0, padded - n)] + [(0, 0)] * (len(x.shape) - 2))
             return ops.moveaxis(ops.reshape(x, (-1, blocks, w, dilation) + tuple(x.shape[2:])), 3, 1)
 
         def pad_blocks(x):  # a zero block before the first and after the last
-            return ops.pad(x, [(0, 0), (0, 0), (1, 1)] + [(0, 0)] * (len(x.shape) - 3))
+            return pad(x, [(0, 0), (0, 0), (1, 1)] + [(0, 0)] * (len(x.shape) - 3))
 
         q = blocked(query)  # (B, z, blocks, w, h, d)
         # Keys and values heads-first: (B, z, blocks + 2, h, w, d).

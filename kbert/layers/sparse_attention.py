@@ -2,6 +2,8 @@
 
 from keras import ops
 
+from kbert.backend.ops import pad
+
 # Queries per head attended together. Longer sequences are cut into groups of
 # query blocks that run one after another (`keras.ops.map`: a loop under XLA,
 # a Python loop on PyTorch), so the live copies of each group's keys (and,
@@ -186,4 +188,4 @@ def padded_key_mask(x, mask, length, padded_length):
         key_mask = ops.reshape(ops.cast(mask, "bool"), (-1, length))
     if padded_length == length:
         return key_mask
-    return ops.pad(key_mask, ((0, 0), (0, padded_length - length)), constant_values=False)
+    return pad(key_mask, ((0, 0), (0, padded_length - length)), False)
