@@ -15,6 +15,8 @@ def test_tour_prints_shapes_and_parameter_count(capsys):
     assert "sequence_output" in printed and "(1, 7, 128)" in printed
 
 
+# builds a full-size DistilBERT to print its parameter count; every family's tour: tests/test_every_door.py
+@pytest.mark.backend_independent
 def test_tour_on_a_model_without_segments(capsys):
     cli.main(["tour", "--model", "distilbert_base", "--sentence", "Short."])
     printed = capsys.readouterr().out

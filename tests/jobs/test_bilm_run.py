@@ -21,6 +21,8 @@ def corpus(tmp_path_factory):
     return str(path)
 
 
+# the job's files and demo; BiLM training on every backend: tests/pretraining/test_bilm_pretrainer.py
+@pytest.mark.backend_independent
 @pytest.mark.slow(reason="a whole ELMo pretraining run")
 def test_a_tiny_bilm_run_evaluates_saves_and_demos(corpus, tmp_path, capsys):
     output = tmp_path / "run"

@@ -162,6 +162,7 @@ def test_an_interrupted_run_resumes_to_the_uninterrupted_result(checkpoint, tmp_
         np.testing.assert_allclose(ours, reference, atol=1e-6)
 
 
+@pytest.mark.backend_independent  # the run's record of its arguments
 def test_a_rerun_with_other_arguments_is_refused_unless_overwritten(checkpoint, tmp_path):
     train, validation = write_task_files("classify", tmp_path)
     run_finetuning("classify", checkpoint, train, validation, output=str(tmp_path / "run"), **RUN)
@@ -220,6 +221,8 @@ def test_the_bbc_news_demo_needs_a_pretrained_model(tmp_path):
         run_bbc_news_comparison(pretrained=str(tmp_path / "pretrain"), output=str(tmp_path / "run"), **RUN)
 
 
+# the demo's reading of real files; fine-tuning on every backend: tests/tasks' harnesses
+@pytest.mark.backend_independent
 def test_the_bbc_news_run_names_the_topic_of_an_article_it_never_saw(checkpoint, tmp_path, capsys, monkeypatch):
     source, folder = bbc_news.bbc_news_folder(), tmp_path / "bbc"
     topics = sorted(os.listdir(source))

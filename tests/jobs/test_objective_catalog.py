@@ -43,6 +43,7 @@ def test_every_model_family_is_pretrained_by_some_objective():
     assert {name for name, o in OBJECTIVES.items() if o.models is presets.T5_PRESETS} == set(T5_OBJECTIVES)
 
 
+@pytest.mark.backend_independent  # refused before any computation
 @pytest.mark.parametrize("objective", list(OBJECTIVES))
 def test_a_model_the_objective_does_not_train_is_refused_before_the_run_starts(objective, tmp_path):
     others = {o.default_model for o in OBJECTIVES.values() if o.models is not OBJECTIVES[objective].models}
@@ -61,6 +62,7 @@ def test_a_model_of_a_single_objective_is_refused_in_its_words():
         run_pretraining(model="bart_tiny", objective="mlm")
 
 
+@pytest.mark.backend_independent  # a catalog record
 def test_a_record_more_is_an_objective_more(tmp_path, monkeypatch, capsys):
     monkeypatch.setitem(OBJECTIVES, "masked_copy", OBJECTIVES["mlm"])
     corpus = tmp_path / "docs.txt"

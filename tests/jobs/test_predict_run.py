@@ -226,6 +226,9 @@ def _hf_generator(kind, folder):
     model_class(config).eval().save_pretrained(str(folder))
 
 
+# the command's reading of a Hugging Face folder; import parity and generation on every backend: tests/checkpoints,
+# tests/generation
+@pytest.mark.backend_independent
 @pytest.mark.parametrize("kind", ["gpt2", "bart", "t5"])
 @pytest.mark.slow(reason="builds, saves and imports a transformers model, then generates through the command")
 def test_a_hugging_face_generator_writes_text(kind, tmp_path, capsys):

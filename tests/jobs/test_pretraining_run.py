@@ -30,7 +30,10 @@ def test_default_corpus_is_real_text():
     assert not any(line.startswith(">>>") for d in documents for line in d.splitlines())
 
 
-@pytest.mark.parametrize("objective", ["mlm_nsp", "span", "electra"])
+# The default objective's run on every backend; the others once (each objective's training on every
+# backend: tests/pretraining's harnesses and tests/test_every_door.py's pretrain doors).
+@pytest.mark.parametrize("objective", ["mlm_nsp", *(pytest.param(objective, marks=pytest.mark.backend_independent)
+                                                    for objective in ("span", "electra"))])
 @pytest.mark.slow(reason="a whole kbert pretrain run: vocabulary, data, model, steps, evaluation, save, demo")
 def test_short_run_evaluates_saves_and_demos(objective, corpus, tmp_path):
     lines = []
@@ -48,6 +51,8 @@ def test_short_run_evaluates_saves_and_demos(objective, corpus, tmp_path):
     assert reloaded.count_params() > 0
 
 
+# the job around the objective; its training on every backend: tests/pretraining, tests/test_every_door.py
+@pytest.mark.backend_independent
 @pytest.mark.parametrize("objective,model,metric", [("structbert", "bert_tiny", "mlm"), ("plm", "xlnet_tiny", "plm")])
 def test_structbert_and_permutation_lm_runs(objective, model, metric, corpus, tmp_path):
     lines = []
@@ -60,6 +65,8 @@ def test_structbert_and_permutation_lm_runs(objective, model, metric, corpus, tm
     assert sum(line.startswith("    answer: ") for line in lines) == DEMO_SENTENCES
 
 
+# the job's files and demo; GPT-2's training on every backend: tests/tasks, tests/test_every_door.py
+@pytest.mark.backend_independent
 def test_a_short_clm_run_through_the_command(corpus, tmp_path, capsys):
     output = tmp_path / "clm"
     cli.main(["pretrain", "--corpus", corpus, "--output", str(output), "--model", "gpt2_tiny",
@@ -94,6 +101,8 @@ def _fill_mask(folder, capsys):
     return json.loads(line)
 
 
+# the run's one file; save, load and predict on every backend: the harnesses and the every-door predict door
+@pytest.mark.backend_independent
 @pytest.mark.slow(reason="a whole pretraining run, then its model loaded and asked")
 def test_the_model_is_built_for_a_short_run_and_predicts_from_its_one_file(corpus, tmp_path, capsys):
     run_pretraining(corpus=[corpus], output=str(tmp_path / "run"), steps=1, log=lambda line: None, **SMALL)
@@ -172,6 +181,7 @@ def test_a_run_killed_at_a_random_step_ends_as_an_uninterrupted_one(uninterrupte
     assert sorted(os.listdir(tmp_path)) == RUN_FILES
 
 
+@pytest.mark.backend_independent  # the run's record of its arguments
 def test_a_rerun_with_other_arguments_is_refused_naming_them(uninterrupted, corpus, capsys):
     output, _ = uninterrupted
     arguments = ["--corpus", corpus, "--output", output, "--model", "bert_tiny", "--steps", "24",

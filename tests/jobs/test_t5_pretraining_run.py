@@ -34,6 +34,9 @@ def span_run(corpus, tmp_path_factory):
     return output, printed.getvalue()
 
 
+# the job's files and demo (its fixture serves the tests here that run once); T5's training on every backend:
+# tests/tasks/test_seq2seq_lm.py, every-door
+@pytest.mark.backend_independent
 @pytest.mark.slow(reason="a whole kbert pretrain run of T5 (SentencePiece learned, steps, demo, save)")
 def test_a_span_corruption_run_through_the_command(span_run):
     output, printed = span_run
