@@ -31,13 +31,13 @@ FAST_COMPILE = "--xla_backend_optimization_level=0 --xla_llvm_disable_expensive_
 os.environ["XLA_FLAGS"] = f"{os.environ.get('XLA_FLAGS', '')} {FAST_COMPILE}".strip()
 # JAX's persistent compilation cache, for every compiled program however small (each eager
 # operation is one): the JAX run's two processes, and the JAX processes tests start, reuse
-# each other's compilations (the cache key holds the program, the shapes and XLA_FLAGS).
+# each other's compilations (the cache key holds the program, the shapes and XLA_FLAGS). No size
+# limit: JAX's eviction scans the folder at every write; delete the folder at will.
 JAX_CACHE = {
     "JAX_COMPILATION_CACHE_DIR": os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
                                               ".jax-cache"),
     "JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS": "0",
     "JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES": "0",
-    "JAX_COMPILATION_CACHE_MAX_SIZE": str(2**30),  # bytes; the least recently used go first
 }
 for _name, _value in JAX_CACHE.items():
     os.environ.setdefault(_name, _value)
