@@ -17,6 +17,9 @@ import numpy as np
 
 from kbert.backend import fast_paths, jax_ops, torch_ops
 
+# The generators a dropout may draw its bits from on JAX (`dropout`'s `prng`; a model's `dropout_prng`).
+DROPOUT_PRNGS = jax_ops.DROPOUT_PRNGS
+
 _BACKEND_MODULES = {"tensorflow": "tensorflow_ops", "jax": "jax_ops", "torch": "torch_ops"}
 # Keras' backend's module, picked once, when this module is imported (after Keras: `kbert/__init__`
 # imports Keras first). A plain global, which `torch.compile` reads as a constant.
@@ -191,11 +194,13 @@ def compiled_training_step(step, optimizer, variables):
     return torch_compiled_training_step(step, optimizer, variables)
 
 
-def dropout(x, rate, seed_generator):
+def dropout(x, rate, seed_generator, prng=None):
     """Inverted dropout of `x` at `rate` (> 0), the mask seeded by `seed_generator`, as Keras' `Dropout` draws it.
 
-    On JAX the bits come from `kbert.backend.jax_ops.dropout_prng()`'s
-    generator (`KBERT_JAX_DROPOUT_PRNG`; threefry, Keras' own, on the CPU).
+    On JAX the bits come from `kbert.backend.jax_ops.dropout_prng(prng)`'s
+    generator: `prng`, one of `DROPOUT_PRNGS`, or None for the process
+    default (`KBERT_JAX_DROPOUT_PRNG`; threefry, Keras' own, on the CPU).
+    Elsewhere `prng` has no effect.
 
     >>> out = dropout(keras.ops.ones((2, 3)), 0.5, keras.random.SeedGenerator(0))
     >>> sorted(set(keras.ops.convert_to_numpy(out).ravel().tolist())) in ([0.0, 2.0], [0.0], [2.0])
@@ -203,7 +208,7 @@ def dropout(x, rate, seed_generator):
     """
     own = getattr(_on_backend(), "dropout", None)  # JAX's; Keras' own elsewhere
     if own is not None:
-        return own(x, rate, seed_generator)
+        return own(x, rate, seed_generator, prng)
     return keras.random.dropout(x, rate, seed=seed_generator)
 
 
