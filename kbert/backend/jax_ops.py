@@ -10,6 +10,9 @@ import numpy as np
 
 # Whether a generator's loop is XLA-compiled unless told otherwise (`jit_compile="auto"`).
 JIT_COMPILES_BY_DEFAULT = True
+# Whether Keras' `fit`, `evaluate` and `predict` hold the variables' values outside the variables while
+# they run (JAX's stateless loops put the newest back at the end, `jax_state_sync`).
+LOOPS_DETACH_VARIABLES = True
 
 DROPOUT_PRNGS = ("threefry", "philox4x32", "rbg", "unsafe_rbg")
 

@@ -166,6 +166,16 @@ def jit_compiles_by_default():
     return _on_backend().JIT_COMPILES_BY_DEFAULT
 
 
+def loops_detach_variables():
+    """Whether Keras' `fit`, `evaluate` and `predict` take the variables' values out of the variables
+    while they run, putting the newest back at the end: JAX's stateless loops (`jax_state_sync`).
+
+    >>> isinstance(loops_detach_variables(), bool)
+    True
+    """
+    return _on_backend().LOOPS_DETACH_VARIABLES
+
+
 def compiled_step_method(model, name):
     """`model.<name>`, compiled where the backend compiles a decoding loop's step rather than the loop.
 
