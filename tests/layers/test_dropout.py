@@ -106,6 +106,8 @@ BACKBONES = {
     "gpt2": lambda **kw: kbert.models.GPT2(**TINY, max_positions=8, end_id=0, **kw),
     "t5": lambda **kw: kbert.models.T5(**TINY, **kw),
     "bart": lambda **kw: kbert.models.BART(**TINY, max_positions=8, **kw),
+    "xlnet": lambda **kw: kbert.models.XLNet(**TINY, **kw),
+    "elmo": lambda **kw: kbert.models.ELMo(hidden_dim=4, cell_dim=8, filters=[(1, 4)], num_layers=1, **kw),
 }
 
 
