@@ -18,7 +18,8 @@ input (see `kbert.jobs.predict_run`); `export` writes it for serving, a
 SavedModel that reads strings, ONNX or a Hugging Face folder (see
 `kbert.jobs.export_run`). `tour` builds a model of any family and runs it on one sentence (see `kbert.jobs.tour`).
 `--backend` selects the Keras backend (the process re-starts itself with
-`KERAS_BACKEND` set when needed). `pretrain` and `finetune` save a checkpoint
+`KERAS_BACKEND` set when needed). `pretrain` and `finetune` save their resume
+state (`resume_state.npz`; a "checkpoint" is the model a job starts from)
 every `--save-every` steps and on Ctrl-C or SIGTERM: rerunning the same command
 resumes at the exact step; other arguments into the same `--output` are refused
 unless `--overwrite`. `--distribute` trains them over several devices and
@@ -81,7 +82,7 @@ def _parser():
     )
     pretrain.add_argument("--seed", type=int, default=0)
     pretrain.add_argument("--output", default="runs/pretrain",
-                          help="folder for the model, vocabulary, metrics and the resume checkpoint")
+                          help="folder for the model, vocabulary, metrics and the resume state")
     _resume_arguments(pretrain)
     _distribute_arguments(pretrain)
     pretrain.add_argument("--backend", choices=BACKENDS, help="Keras backend for this run")
@@ -142,7 +143,7 @@ def _finetune_parser(commands):
                                "scalar_mix_layer_norm or last_four (BERT's feature-based NER): train only "
                                "a mix and the head on the frozen encoder")
     finetune.add_argument("--output", default="runs/finetune",
-                          help="folder for metrics.json, predictions.jsonl, model.keras and the resume checkpoint")
+                          help="folder for metrics.json, predictions.jsonl, model.keras and the resume state")
     _resume_arguments(finetune)
     _distribute_arguments(finetune)
     finetune.add_argument("--pretrained",
@@ -163,7 +164,7 @@ def _distribute_arguments(command):
 
 def _resume_arguments(command):
     command.add_argument("--save-every", type=int, metavar="STEPS",
-                         help="checkpoint every STEPS steps (and on Ctrl-C or SIGTERM); rerunning the same "
+                         help="save the resume state every STEPS steps (and on Ctrl-C or SIGTERM); rerunning the same "
                               "command resumes at the exact step (default 50)")
     command.add_argument("--overwrite", action="store_true",
                          help="start afresh in an --output that holds a run with other arguments")

@@ -29,7 +29,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from kbert.backend.ops import is_eager_tensor
+from kbert.backend.ops import is_eager_tensor, loops_detach_variables
 
 from kbert.backend.imports import traced_as_written
 
@@ -466,12 +466,10 @@ class _JaxWeightsGuard:
 def _data_checked_at_entry(model, data, kwargs):
     """Value checks off inside; a failed tf.data check raised again as a `ValueError`.
 
-    `kwargs` (of `fit` and its kin) get the JAX weights guard where needed.
+    `kwargs` (of `fit` and its kin) get the JAX weights guard where Keras' loops detach the weights.
     """
-    import keras
-
     guard = None
-    if _is_dataset(data) and keras.backend.backend() == "jax":
+    if _is_dataset(data) and loops_detach_variables():
         guard = _JaxWeightsGuard(model)
         kwargs["callbacks"] = guard.callbacks(kwargs)
     try:

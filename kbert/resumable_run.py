@@ -4,12 +4,15 @@ Keras' `BackupAndRestore` restores the weights and the epoch, but not the
 position in the data stream, so a resumed run sees other batches than an
 uninterrupted one. Here the stream is deterministic by seed (it repeats, and
 its shuffles are seeded), so a resume skips to the exact batch, and one
-checkpoint file holds all that the next step depends on: every model
+file, the run's resume state (`resume_state.npz`), holds all that the next
+step depends on: every model
 variable (the random `SeedGenerator` states included), every optimizer
 variable (its `iterations` included), the step, and the wall time so far.
 It is written every `save_every` steps and when SIGINT or SIGTERM arrives,
 to a temporary file first and then `os.replace`d, so a `kill -9` during a
-save leaves the previous checkpoint whole.
+save leaves the previous resume state whole. ("Checkpoint" in kbert means
+a pretrained model to import, `kbert.checkpoints`; runs before this name
+wrote `checkpoint.npz`, which a rerun still resumes from.)
 """
 
 import contextlib
@@ -28,7 +31,9 @@ import numpy as np
 from kbert.backend.ops import framework_random_state, host_numpy, set_framework_random_state
 
 RUN_FILE = "run.json"
-CHECKPOINT_FILE = "checkpoint.npz"
+RESUME_STATE_FILE = "resume_state.npz"
+# The resume state's name in runs written before it was renamed: read, then replaced at the next save.
+EARLIER_RESUME_STATE_FILE = "checkpoint.npz"
 DEFAULT_SAVE_EVERY = 50
 _PROBE_BYTES = 1 << 20
 _CAUGHT_SIGNALS = (signal.SIGINT, signal.SIGTERM)
@@ -72,7 +77,7 @@ def _probe(folder, size):
 
 
 class ResumableRun(keras.callbacks.Callback):
-    """Runs `fit` from the saved step to `total_steps`, checkpointing on the way; refuses to mix runs.
+    """Runs `fit` from the saved step to `total_steps`, saving its resume state on the way; refuses to mix runs.
 
     Creating it checks `output` (a folder that can be written), and compares
     `arguments` with those the folder's previous run recorded: other values
@@ -81,7 +86,7 @@ class ResumableRun(keras.callbacks.Callback):
     then trains from `step`, and `losses` holds each step's training loss
     (the earlier parts' included), for a learning curve. A NaN or infinite loss stops the run with a
     `FloatingPointError` naming the step. Call `finish()` once the run's
-    outputs are written: it removes the checkpoint.
+    outputs are written: it removes the resume state.
 
     Args:
         output: the run's folder; created if absent.
@@ -89,10 +94,10 @@ class ResumableRun(keras.callbacks.Callback):
             command's options, e.g. `vocabulary_size`).
         total_steps: the steps of the whole run.
         outputs: names of the files the run writes in `output`.
-        save_every: steps between checkpoints.
+        save_every: steps between saves of the resume state.
         overwrite: start afresh even if `output` holds another run.
         log: prints progress lines.
-        chief: whether this process writes (`run.json`, checkpoints); the
+        chief: whether this process writes (`run.json`, the resume state); the
             other processes of a distributed run only read, after it.
 
     Example:
@@ -127,8 +132,21 @@ class ResumableRun(keras.callbacks.Callback):
         self._signal, self._handlers, self._framework_state = None, {}, None
 
     @property
-    def checkpoint_path(self):
-        return os.path.join(self.output, CHECKPOINT_FILE)
+    def resume_state_path(self):
+        """Where the resume state is written."""
+        return os.path.join(self.output, RESUME_STATE_FILE)
+
+    def _saved_resume_state(self):
+        """The path of the resume state to read (an earlier run's `checkpoint.npz` too); None without one."""
+        for name in (RESUME_STATE_FILE, EARLIER_RESUME_STATE_FILE):
+            if os.path.exists(os.path.join(self.output, name)):
+                return os.path.join(self.output, name)
+        return None
+
+    def _remove(self, *names):
+        for path in (os.path.join(self.output, name) for name in names):
+            if os.path.exists(path):
+                os.remove(path)
 
     def _check_folder(self):
         check_output(self.output)
@@ -143,7 +161,8 @@ class ResumableRun(keras.callbacks.Callback):
     def _check_arguments(self, outputs, overwrite):
         """Refuse a folder whose files come from a run with other arguments, or remove them (`overwrite`)."""
         run_file = os.path.join(self.output, RUN_FILE)
-        kept = [name for name in (CHECKPOINT_FILE, *outputs) if os.path.exists(os.path.join(self.output, name))]
+        kept = [name for name in (RESUME_STATE_FILE, EARLIER_RESUME_STATE_FILE, *outputs)
+                if os.path.exists(os.path.join(self.output, name))]
         if overwrite and self.chief:
             for path in (os.path.join(self.output, name) for name in (RUN_FILE, *kept)):
                 if os.path.isdir(path):
@@ -168,18 +187,19 @@ class ResumableRun(keras.callbacks.Callback):
         _write_atomically(run_file, lambda f: f.write(record))
 
     def _saved_state(self):
-        """`(step, elapsed seconds, losses)` of the checkpoint, `(0, 0.0, [])` without one."""
-        if not os.path.exists(self.checkpoint_path):
+        """`(step, elapsed seconds, losses)` of the resume state, `(0, 0.0, [])` without one."""
+        path = self._saved_resume_state()
+        if path is None:
             return 0, 0.0, []
-        with np.load(self.checkpoint_path) as saved:
+        with np.load(path) as saved:
             state = json.loads(str(saved["state"]))
         return state["step"], state["elapsed_seconds"], state["losses"]
 
     @property
     def complete(self):
-        """Whether `output` holds this run finished: every one of its `outputs` written, no checkpoint left."""
+        """Whether `output` holds this run finished: every one of its `outputs` written, no resume state left."""
         written = all(os.path.exists(os.path.join(self.output, name)) for name in self.outputs)
-        return bool(self.outputs) and written and not os.path.exists(self.checkpoint_path)
+        return bool(self.outputs) and written and self._saved_resume_state() is None
 
     def elapsed_seconds(self):
         """Wall time of the whole run so far, the earlier parts of a resumed run included."""
@@ -199,16 +219,16 @@ class ResumableRun(keras.callbacks.Callback):
         if prepare is not None:
             prepare(model)
         if self.step:
-            self.log(f"Resuming from the checkpoint at step {self.step} of {self.total_steps}.")
+            self.log(f"Resuming from the saved state at step {self.step} of {self.total_steps}.")
         with self._signals_caught():
             return model.fit(dataset.skip(self.step), epochs=epochs, steps_per_epoch=steps_per_epoch,
                              initial_epoch=self.step // steps_per_epoch, callbacks=[self, *callbacks],
                              shuffle=False, **options)
 
     def finish(self):
-        """Remove the checkpoint: the run is complete (its arguments stay recorded)."""
-        if self.chief and os.path.exists(self.checkpoint_path):
-            os.remove(self.checkpoint_path)
+        """Remove the resume state: the run is complete (its arguments stay recorded)."""
+        if self.chief:
+            self._remove(RESUME_STATE_FILE, EARLIER_RESUME_STATE_FILE)
 
     def _variables(self):
         return [*self.model.variables, *self.model.optimizer.variables]
@@ -219,14 +239,15 @@ class ResumableRun(keras.callbacks.Callback):
             optimizer.build(self.model.trainable_variables)
         variables = self._variables()
         if self.chief:
-            _probe(self.output, 4 * sum(int(np.prod(v.shape)) for v in variables))  # a checkpoint's size
+            _probe(self.output, 4 * sum(int(np.prod(v.shape)) for v in variables))  # the resume state's size
         if not self.step:
             return
-        with np.load(self.checkpoint_path) as saved:
+        path = self._saved_resume_state()
+        with np.load(path) as saved:
             values = [saved[f"v{i}"] for i in range(len(variables))]
             framework_state = saved["framework_random_state"]
         if [tuple(v.shape) for v in variables] != [value.shape for value in values]:
-            raise ValueError(f"{self.checkpoint_path} does not fit this model; pass --overwrite to start afresh.")
+            raise ValueError(f"{path} does not fit this model; pass --overwrite to start afresh.")
         for variable, value in zip(variables, values):
             variable.assign(value)
         self._framework_state = framework_state
@@ -251,7 +272,7 @@ class ResumableRun(keras.callbacks.Callback):
         for name, value in logs.items():
             if name.endswith("loss") and not math.isfinite(float(value)):
                 raise FloatingPointError(
-                    f"The {name} is {float(value)} at step {self.step}: training stopped (the last checkpoint "
+                    f"The {name} is {float(value)} at step {self.step}: training stopped (the last resume state "
                     "is kept). Lower the learning rate, or check the data.")
 
     def _record_loss(self, batch, epoch_mean):
@@ -267,10 +288,11 @@ class ResumableRun(keras.callbacks.Callback):
         arrays["framework_random_state"] = framework_random_state()
         state = {"step": self.step, "elapsed_seconds": self.elapsed_seconds(), "losses": self.losses}
         arrays["state"] = np.array(json.dumps(state))
-        _write_atomically(self.checkpoint_path, lambda f: np.savez(f, **arrays))
+        _write_atomically(self.resume_state_path, lambda f: np.savez(f, **arrays))
+        self._remove(EARLIER_RESUME_STATE_FILE)
 
     def _stop_for_signal(self):
-        saved = "saved a checkpoint" if self.step < self.total_steps else "the training was complete"
+        saved = "saved the resume state" if self.step < self.total_steps else "the training was complete"
         self.log(f"\n{signal.Signals(self._signal).name} at step {self.step}: {saved}; rerun the same "
                  "command to resume.")
         self._restore_handlers()
@@ -278,7 +300,7 @@ class ResumableRun(keras.callbacks.Callback):
 
     @contextlib.contextmanager
     def _signals_caught(self):
-        """SIGINT and SIGTERM stop the run at the end of the step, after a checkpoint.
+        """SIGINT and SIGTERM stop the run at the end of the step, after saving the resume state.
 
         A signal the process ignores (SIGINT in a background job, `nohup`) stays ignored.
         """

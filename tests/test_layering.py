@@ -94,10 +94,15 @@ def _backend_specific_uses(tree):
                 yield node.lineno, f"imports {module}"
             elif parts[:2] == ["kbert", "backend"] and len(parts) > 2 and parts[2] not in NEUTRAL_BACKEND_MODULES:
                 yield node.lineno, f"imports {module}"
-        if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
-                and node.func.attr == "backend" and isinstance(node.func.value, ast.Attribute)
-                and node.func.value.attr == "backend"):
+        if _asks_the_backend(node):
             yield node.lineno, "asks keras.backend.backend()"
+
+
+def _asks_the_backend(node):
+    """Whether `node` is a call of `keras.backend.backend()` (or `keras.config.backend()`)."""
+    return (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+            and node.func.attr == "backend" and isinstance(node.func.value, ast.Attribute)
+            and node.func.value.attr in ("backend", "config"))
 
 
 def _neutral_files():
@@ -109,3 +114,32 @@ def test_model_code_reaches_the_backends_through_kbert_backend_only(path):
     uses = [f"line {line}: {what}" for line, what in _backend_specific_uses(ast.parse(path.read_text()))]
     assert not uses, (f"{path.relative_to(ROOT.parent)} must use kbert.backend.ops "
                       f"(docs/architecture.md §5): {'; '.join(uses)}")
+
+
+# The only modules outside kbert/backend/ that ask `keras.backend.backend()`, each with its reason:
+# the distribution engines and the exporters are backend-specific by nature; the rest only name
+# the backend (or re-run under the one asked for), and none of them picks a computation by it.
+ASKS_THE_BACKEND = {
+    "distribute/engines.py": "the distribution engines: one per backend",
+    "distribute/distributed_training.py": "the distribution engines: joins each backend's processes",
+    "jobs/export_run.py": "the exporters: each format is produced on one backend",
+    "cli.py": "re-runs a command under the --backend asked for",
+    "jobs/pretraining_run.py": "names the backend in the run's report",
+    "jobs/finetuning_run.py": "names the backend in the run's report",
+    "jobs/tour.py": "names the backend in the tour's table",
+}
+
+
+def _asking_files():
+    return sorted(path.relative_to(ROOT).as_posix() for path in ROOT.rglob("*.py")
+                  if path.relative_to(ROOT).parts[0] != "backend"
+                  and any(_asks_the_backend(node) for node in ast.walk(ast.parse(path.read_text()))))
+
+
+def test_only_the_listed_modules_ask_the_backend_outside_kbert_backend():
+    """The rest of kbert (input checks, serialization, checkpoints, resumable runs, …) asks `kbert.backend.ops`."""
+    unlisted = sorted(set(_asking_files()) - set(ASKS_THE_BACKEND))
+    assert not unlisted, (f"{unlisted} ask keras.backend.backend(): put the decision behind a named function "
+                          f"of kbert/backend/ops.py (docs/architecture.md §5), or list the module in "
+                          f"ASKS_THE_BACKEND with its reason")
+    assert set(ASKS_THE_BACKEND) <= set(_asking_files()), "ASKS_THE_BACKEND lists a module that no longer asks"

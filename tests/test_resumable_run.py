@@ -8,7 +8,7 @@ import keras
 import numpy as np
 import pytest
 
-from kbert.resumable_run import CHECKPOINT_FILE, RUN_FILE, ResumableRun
+from kbert.resumable_run import EARLIER_RESUME_STATE_FILE, RESUME_STATE_FILE, RUN_FILE, ResumableRun
 
 tf = pytest.importorskip("tensorflow")
 
@@ -34,7 +34,7 @@ def _stream(poisoned_batch=None):
 
 
 def _train(output, callbacks=(), **options):
-    """`(run, model)` after `ResumableRun.fit` on a fresh model (from the checkpoint, if any)."""
+    """`(run, model)` after `ResumableRun.fit` on a fresh model (from the resume state, if any)."""
     model = _model()
     run = ResumableRun(str(output), ARGUMENTS, TOTAL, outputs=("model.keras",), save_every=SAVE_EVERY,
                        log=None, **options)
@@ -47,7 +47,7 @@ def _weights(model):
 
 
 def _saved_step(output):
-    with np.load(os.path.join(output, CHECKPOINT_FILE)) as saved:
+    with np.load(os.path.join(output, RESUME_STATE_FILE)) as saved:
         return json.loads(str(saved["state"]))
 
 
@@ -78,15 +78,30 @@ def _check_same(resumed, uninterrupted):
         np.testing.assert_allclose(a, b, rtol=0, atol=1e-6)
 
 
-def test_a_crash_resumes_from_the_last_checkpoint_exactly(uninterrupted, tmp_path):
+def test_a_crash_resumes_from_the_last_resume_state_exactly(uninterrupted, tmp_path):
     with pytest.raises(RuntimeError, match="crash"):
-        _train(tmp_path, [_Crash(at=8)])  # checkpoints at steps 3 and 6
+        _train(tmp_path, [_Crash(at=8)])  # saves at steps 3 and 6
     state = _saved_step(tmp_path)
     assert state["step"] == 6
     run, model = _train(tmp_path)
     assert run.step == TOTAL and int(model.optimizer.iterations) == TOTAL
     _check_same(_weights(model), uninterrupted)  # dropout seeds, Adam moments, the batches: all the same
     assert run.elapsed_seconds() > state["elapsed_seconds"]  # the wall time adds up across the parts
+    run.finish()
+    assert sorted(os.listdir(tmp_path)) == [RUN_FILE]
+
+
+def test_a_run_written_before_the_rename_resumes_from_its_checkpoint_npz(uninterrupted, tmp_path):
+    """An earlier run's `checkpoint.npz` is read, replaced by `resume_state.npz` at the next save, then removed."""
+    with pytest.raises(RuntimeError, match="crash"):
+        _train(tmp_path, [_Crash(at=5)])  # saved at step 3
+    os.rename(tmp_path / RESUME_STATE_FILE, tmp_path / EARLIER_RESUME_STATE_FILE)
+    with pytest.raises(RuntimeError, match="crash"):
+        _train(tmp_path, [_Crash(at=4)])  # resumed at step 3, saved at step 6
+    assert _saved_step(tmp_path)["step"] == 6 and not (tmp_path / EARLIER_RESUME_STATE_FILE).exists()
+    os.rename(tmp_path / RESUME_STATE_FILE, tmp_path / EARLIER_RESUME_STATE_FILE)
+    run, model = _train(tmp_path)
+    _check_same(_weights(model), uninterrupted)
     run.finish()
     assert sorted(os.listdir(tmp_path)) == [RUN_FILE]
 
@@ -190,19 +205,19 @@ def test_an_output_that_is_a_file_or_cannot_be_written(tmp_path):
         ResumableRun(str(folder), ARGUMENTS, TOTAL)
 
 
-def test_a_save_cut_short_leaves_the_last_checkpoint(tmp_path):
+def test_a_save_cut_short_leaves_the_last_resume_state(tmp_path):
     with pytest.raises(RuntimeError):
         _train(tmp_path, [_Crash(at=5)])
-    (tmp_path / f"{CHECKPOINT_FILE}.tmp-123").write_bytes(b"half a checkpoint")  # as a kill -9 leaves it
+    (tmp_path / f"{RESUME_STATE_FILE}.tmp-123").write_bytes(b"half a resume state")  # as a kill -9 leaves it
     run = ResumableRun(str(tmp_path), ARGUMENTS, TOTAL, save_every=SAVE_EVERY, log=None)
-    assert run.step == 3 and sorted(os.listdir(tmp_path)) == [CHECKPOINT_FILE, RUN_FILE]
+    assert run.step == 3 and sorted(os.listdir(tmp_path)) == [RESUME_STATE_FILE, RUN_FILE]
 
 
-def test_a_run_is_complete_once_its_outputs_are_written_and_its_checkpoint_gone(tmp_path):
+def test_a_run_is_complete_once_its_outputs_are_written_and_its_resume_state_gone(tmp_path):
     run = ResumableRun(str(tmp_path), {"seed": 0}, total_steps=2, outputs=("model.keras",), log=None)
     assert not run.complete
     (tmp_path / "model.keras").write_text("saved")
-    (tmp_path / CHECKPOINT_FILE).write_text("a checkpoint")  # interrupted after saving: not complete
+    (tmp_path / RESUME_STATE_FILE).write_text("a resume state")  # interrupted after saving: not complete
     assert not run.complete
     run.finish()
     assert ResumableRun(str(tmp_path), {"seed": 0}, total_steps=2, outputs=("model.keras",), log=None).complete

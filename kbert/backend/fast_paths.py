@@ -3,8 +3,9 @@
 Two environment variables set defaults here, read when kbert is imported:
 `KBERT_FAST_PATHS=0` turns every PyTorch fast path off (`1` or unset leaves
 them on), and `KBERT_JAX_DROPOUT_PRNG` names the generator of dropout's bits
-on JAX (`kbert.backend.jax_ops.dropout_prng`). A model's own choice of
-attention kernel (`attention_implementation`) overrides neither: with the
+on JAX where a model's own `dropout_prng` is None
+(`kbert.backend.jax_ops.dropout_prng`). A model's own choice of attention
+kernel (`attention_implementation`) overrides neither: with the
 fast paths off, "auto" and "fused" use `keras.ops.dot_product_attention`.
 `switched(on)` flips the fast paths for a block of code in this process
 (tests run the parity checks both ways with it). The switch is process-wide,

@@ -10,6 +10,9 @@ import numpy as np
 
 # Whether a generator's loop is XLA-compiled unless told otherwise (`jit_compile="auto"`).
 JIT_COMPILES_BY_DEFAULT = True
+# Whether Keras' `fit`, `evaluate` and `predict` hold the variables' values outside the variables while
+# they run (JAX's stateless loops put the newest back at the end, `jax_state_sync`).
+LOOPS_DETACH_VARIABLES = True
 
 DROPOUT_PRNGS = ("threefry", "philox4x32", "rbg", "unsafe_rbg")
 
@@ -88,10 +91,12 @@ def few_calls_outputs(model, inputs):
     return model.predict_on_batch(inputs)
 
 
-def dropout_prng():
+def dropout_prng(choice=None):
     """The PRNG kbert's dropout draws its bits from on JAX, one of `DROPOUT_PRNGS`.
 
-    `KBERT_JAX_DROPOUT_PRNG` names it; unset, it is `rbg` on a GPU or TPU
+    `choice` is a layer's own (`Dropout(dropout_prng=...)`, kept in its
+    config); None takes the process default, which `KBERT_JAX_DROPOUT_PRNG`
+    names; unset, it is `rbg` on a GPU or TPU
     and `threefry` on the CPU: both draw the same masks over a sharded batch
     as on one device, so that a run on several devices equals one device's
     (`philox4x32` does not compile sharded). `threefry` is JAX's default
@@ -115,29 +120,30 @@ def dropout_prng():
     import keras
 
     distributed = keras.distribution.distribution() is not None
-    choice = os.environ.get("KBERT_JAX_DROPOUT_PRNG")
+    source = "dropout_prng"
+    if choice is None:
+        source, choice = "KBERT_JAX_DROPOUT_PRNG", os.environ.get("KBERT_JAX_DROPOUT_PRNG")
     if choice is None:
         import jax
 
         return "rbg" if jax.default_backend() in ("gpu", "tpu") else "threefry"
     if choice not in DROPOUT_PRNGS:
-        raise ValueError(f"KBERT_JAX_DROPOUT_PRNG must be one of {DROPOUT_PRNGS}; "
-                         f"received {choice!r}.")
+        raise ValueError(f"{source} must be one of {DROPOUT_PRNGS}; received {choice!r}.")
     if choice == "philox4x32" and distributed:
-        raise ValueError("KBERT_JAX_DROPOUT_PRNG=philox4x32 does not compile under a "
-                         "keras.distribution (JAX cannot partition it); use threefry, rbg or unsafe_rbg.")
+        raise ValueError(f"{source}=philox4x32 does not compile under a keras.distribution "
+                         "(JAX cannot partition it); use threefry, rbg or unsafe_rbg.")
     return choice
 
 
-def dropout(x, rate, seed_generator):
-    """Inverted dropout of `x` at `rate`, its mask drawn with `dropout_prng()`'s generator.
+def dropout(x, rate, seed_generator, prng=None):
+    """Inverted dropout of `x` at `rate`, its mask drawn with `dropout_prng(prng)`'s generator.
 
     threefry is Keras' own draw (`keras.random.dropout`); another generator
     is seeded by the next seed of `seed_generator` (as Keras' would be).
     """
     import keras
 
-    prng = dropout_prng()
+    prng = dropout_prng(prng)
     if prng == "threefry":
         return keras.random.dropout(x, rate, seed=seed_generator)
     return prng_dropout(x, rate, seed_generator.next(), prng)

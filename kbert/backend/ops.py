@@ -17,6 +17,9 @@ import numpy as np
 
 from kbert.backend import fast_paths, jax_ops, torch_ops
 
+# The generators a dropout may draw its bits from on JAX (`dropout`'s `prng`; a model's `dropout_prng`).
+DROPOUT_PRNGS = jax_ops.DROPOUT_PRNGS
+
 _BACKEND_MODULES = {"tensorflow": "tensorflow_ops", "jax": "jax_ops", "torch": "torch_ops"}
 # Keras' backend's module, picked once, when this module is imported (after Keras: `kbert/__init__`
 # imports Keras first). A plain global, which `torch.compile` reads as a constant.
@@ -163,6 +166,16 @@ def jit_compiles_by_default():
     return _on_backend().JIT_COMPILES_BY_DEFAULT
 
 
+def loops_detach_variables():
+    """Whether Keras' `fit`, `evaluate` and `predict` take the variables' values out of the variables
+    while they run, putting the newest back at the end: JAX's stateless loops (`jax_state_sync`).
+
+    >>> isinstance(loops_detach_variables(), bool)
+    True
+    """
+    return _on_backend().LOOPS_DETACH_VARIABLES
+
+
 def compiled_step_method(model, name):
     """`model.<name>`, compiled where the backend compiles a decoding loop's step rather than the loop.
 
@@ -191,11 +204,13 @@ def compiled_training_step(step, optimizer, variables):
     return torch_compiled_training_step(step, optimizer, variables)
 
 
-def dropout(x, rate, seed_generator):
+def dropout(x, rate, seed_generator, prng=None):
     """Inverted dropout of `x` at `rate` (> 0), the mask seeded by `seed_generator`, as Keras' `Dropout` draws it.
 
-    On JAX the bits come from `kbert.backend.jax_ops.dropout_prng()`'s
-    generator (`KBERT_JAX_DROPOUT_PRNG`; threefry, Keras' own, on the CPU).
+    On JAX the bits come from `kbert.backend.jax_ops.dropout_prng(prng)`'s
+    generator: `prng`, one of `DROPOUT_PRNGS`, or None for the process
+    default (`KBERT_JAX_DROPOUT_PRNG`; threefry, Keras' own, on the CPU).
+    Elsewhere `prng` has no effect.
 
     >>> out = dropout(keras.ops.ones((2, 3)), 0.5, keras.random.SeedGenerator(0))
     >>> sorted(set(keras.ops.convert_to_numpy(out).ravel().tolist())) in ([0.0, 2.0], [0.0], [2.0])
@@ -203,7 +218,7 @@ def dropout(x, rate, seed_generator):
     """
     own = getattr(_on_backend(), "dropout", None)  # JAX's; Keras' own elsewhere
     if own is not None:
-        return own(x, rate, seed_generator)
+        return own(x, rate, seed_generator, prng)
     return keras.random.dropout(x, rate, seed=seed_generator)
 
 

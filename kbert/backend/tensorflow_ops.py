@@ -8,6 +8,8 @@ import numpy as np
 
 # Whether a generator's loop is XLA-compiled unless told otherwise (`jit_compile="auto"`).
 JIT_COMPILES_BY_DEFAULT = True
+# Whether Keras' `fit`, `evaluate` and `predict` hold the variables' values outside the variables.
+LOOPS_DETACH_VARIABLES = False
 
 
 def _tf():

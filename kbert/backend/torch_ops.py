@@ -472,6 +472,8 @@ def _call_takes_training(layer_class):
 # Whether a generator's loop is compiled unless told otherwise (`jit_compile="auto"`): on
 # PyTorch the loop stays a Python loop, and `torch.compile` of its step is asked for.
 JIT_COMPILES_BY_DEFAULT = False
+# Whether Keras' `fit`, `evaluate` and `predict` hold the variables' values outside the variables.
+LOOPS_DETACH_VARIABLES = False
 
 
 def is_eager_tensor(x):

@@ -205,7 +205,7 @@ class DistributedTraining:
             lost = f"process {1 - self.process_index}" if self.processes == 2 else "another process"
             reason = str(error).strip().splitlines()[0][:200]
             print(f"\nkbert: lost {lost} of {self.processes} (this is process {self.process_index}): {reason}; "
-                  "rerun the same command on every process to resume from the last checkpoint.", file=sys.stderr)
+                  "rerun the same command on every process to resume from the last saved state.", file=sys.stderr)
             sys.stdout.flush()
             sys.stderr.flush()
             os._exit(LOST_PROCESS_STATUS)  # a normal exit would wait for the lost process at shutdown

@@ -13,10 +13,10 @@ The steps:
    `features` `scalar_mix` or `last_four`, frozen under a trained mix and
    head (the feature-based route), and BERT's
    fine-tuning optimizer: AdamW, 10% warm-up, linear decay;
-4. `fit` with a progress bar, checkpointed every `save_every` steps and on
+4. `fit` with a progress bar, its resume state saved every `save_every` steps and on
    SIGINT or SIGTERM, so that an interrupted run (even by `kill -9`) resumes
    at the exact step and batch and ends as an uninterrupted one would
-   (`kbert.resumable_run.ResumableRun`; the checkpoint is removed when the
+   (`kbert.resumable_run.ResumableRun`; the resume state is removed when the
    run ends); a rerun into the same output with other arguments is refused
    unless `overwrite`;
 5. predict the validation set (generate, for text to text) and score it
@@ -119,7 +119,7 @@ def finetune(task, backbone, tokenizer, train_examples, validation_examples, out
     `kbert.text` tokenizer (what `load_checkpoint` returns). `run_arguments`
     names where they came from (e.g. the checkpoint and files): with the
     options, they must match for a rerun into `output` to resume from its
-    checkpoint (saved every `save_every` steps and on SIGINT or SIGTERM);
+    resume state (saved every `save_every` steps and on SIGINT or SIGTERM);
     other ones are refused unless `overwrite`. `features` is the task
     models' argument: `"sequence_output"` fine-tunes the whole encoder,
     `"scalar_mix"`, `"scalar_mix_layer_norm"` and `"last_four"` train only a

@@ -13,7 +13,7 @@ and nothing else of it. The steps:
 3. build the model (`--model`, one the objective trains, sized to the
    vocabulary, for a short run), the objective's pretrainer and an AdamW
    optimizer with warm-up and linear decay;
-4. `fit` on the objective's batches with a progress bar, checkpointed every
+4. `fit` on the objective's batches with a progress bar, its resume state saved every
    `save_every` steps and on SIGINT or SIGTERM, so that an interrupted run
    (even by `kill -9`) resumes at the exact step and batch, and ends as an
    uninterrupted one would (`kbert.resumable_run.ResumableRun`); a rerun
@@ -207,7 +207,7 @@ def run_pretraining(
 
     `objective` is a name of `kbert.jobs.objective_catalog.OBJECTIVES` and
     `model` one of the presets it trains. `corpus` is what `read_documents`
-    takes (files, folders); `None` uses `default_corpus()`. A checkpoint is
+    takes (files, folders); `None` uses `default_corpus()`. The resume state is
     saved every `save_every` steps and on SIGINT or SIGTERM; a rerun with the
     same arguments resumes from it (or, finished, does nothing), one with other
     arguments into the same `output` is refused unless `overwrite`. `callbacks` are extra Keras

@@ -3,7 +3,7 @@ import keras
 from kbert.arguments import one_of, positive_int, positive_number, probability
 from kbert.layers.activations import get_activation, serialize_activation
 from kbert.layers.direct_call import DirectCall
-from kbert.layers.dropout import Dropout, apply_dropout
+from kbert.layers.dropout import Dropout, apply_dropout, checked_dropout_prng
 from kbert.layers.fused_dense import FusedDense
 from kbert.layers.initializers import clone_initializer
 from kbert.layers.layer_normalization import LayerNormalization
@@ -42,6 +42,8 @@ class EncoderBlock(DirectCall, keras.layers.Layer):
         attention_layer: optional attention layer to use instead of the default.
         attention_implementation: the default attention layer's kernel, "auto",
             "fused" or "explicit" (see `MultiHeadAttention`).
+        dropout_prng: the JAX generator of every dropout mask (see
+            `kbert.layers.Dropout`); None: the process default.
 
     Call arguments:
         inputs: `(batch, sequence, hidden)`.
@@ -76,12 +78,14 @@ class EncoderBlock(DirectCall, keras.layers.Layer):
         output_kernel_initializer=None,
         attention_layer=None,
         attention_implementation="auto",
+        dropout_prng=None,
         **kwargs,
     ):
         super().__init__(**kwargs)
         self.attention_implementation = one_of(
             "attention_implementation", attention_implementation, ATTENTION_IMPLEMENTATIONS
         )
+        self.dropout_prng = checked_dropout_prng(dropout_prng)
         self.num_heads = positive_int("num_heads", num_heads)
         self.intermediate_dim = positive_int("intermediate_dim", intermediate_dim)
         self.dropout = probability("dropout", dropout)
@@ -116,6 +120,7 @@ class EncoderBlock(DirectCall, keras.layers.Layer):
             dropout=self.attention_dropout,
             kernel_initializer=self._initializer(),
             attention_implementation=self.attention_implementation,
+            dropout_prng=self.dropout_prng,
             dtype=self.dtype_policy,
             name="attention_layer",
             **arguments,
@@ -139,7 +144,7 @@ class EncoderBlock(DirectCall, keras.layers.Layer):
             self.attention_layer.build(inputs_shape)
         self.attention_layer_norm = self._layer_norm("attention_layer_norm")
         self.attention_layer_norm.build(inputs_shape)
-        self.attention_output_dropout = Dropout(self.dropout, dtype=self.dtype_policy)
+        self.attention_output_dropout = Dropout(self.dropout, dtype=self.dtype_policy, dropout_prng=self.dropout_prng)
         self.intermediate_dense = FusedDense(
             self.intermediate_dim,
             activation=get_activation(self.activation),
@@ -157,7 +162,7 @@ class EncoderBlock(DirectCall, keras.layers.Layer):
         self.output_dense.build(tuple(inputs_shape[:-1]) + (self.intermediate_dim,))
         self.output_layer_norm = self._layer_norm("output_layer_norm")
         self.output_layer_norm.build(inputs_shape)
-        self.output_dropout = Dropout(self.dropout, dtype=self.dtype_policy)
+        self.output_dropout = Dropout(self.dropout, dtype=self.dtype_policy, dropout_prng=self.dropout_prng)
         self.built = True
 
     def call(
@@ -241,6 +246,7 @@ class EncoderBlock(DirectCall, keras.layers.Layer):
                 ),
                 "attention_layer": keras.saving.serialize_keras_object(self.attention_layer),
                 "attention_implementation": self.attention_implementation,
+                "dropout_prng": self.dropout_prng,
             }
         )
         return config

@@ -12,7 +12,7 @@ from kbert.backend.ops import (
 )
 from kbert.layers.attention_mask import merge_attention_masks
 from kbert.layers.direct_call import DirectCall
-from kbert.layers.dropout import Dropout, apply_dropout
+from kbert.layers.dropout import Dropout, apply_dropout, checked_dropout_prng
 from kbert.layers.fused_dense import FusedDense
 from kbert.layers.initializers import clone_initializer
 from kbert.layers.sparse_attention import check_self_attention
@@ -54,6 +54,8 @@ class MultiHeadAttention(DirectCall, keras.layers.Layer):
             refused), "explicit" (scores computed in the open, any mask and
             dropout), or "auto" (fused where it can take the call, else
             explicit). docs/architecture.md §5 tabulates them.
+        dropout_prng: the JAX generator of the probabilities' dropout mask
+            (see `kbert.layers.Dropout`); None: the process default.
 
     Call arguments:
         query: `(batch, query_length, width)`.
@@ -99,12 +101,14 @@ class MultiHeadAttention(DirectCall, keras.layers.Layer):
         kernel_initializer="glorot_uniform",
         bias_initializer="zeros",
         attention_implementation="auto",
+        dropout_prng=None,
         **kwargs,
     ):
         super().__init__(**kwargs)
         self.attention_implementation = one_of(
             "attention_implementation", attention_implementation, ATTENTION_IMPLEMENTATIONS
         )
+        self.dropout_prng = checked_dropout_prng(dropout_prng)
         self.num_heads = positive_int("num_heads", num_heads)
         self.key_dim = positive_int("key_dim", key_dim)
         self.value_dim = positive_int("value_dim", key_dim if value_dim is None else value_dim)
@@ -114,7 +118,7 @@ class MultiHeadAttention(DirectCall, keras.layers.Layer):
         self.scale = scale
         self.kernel_initializer = keras.initializers.get(kernel_initializer)
         self.bias_initializer = keras.initializers.get(bias_initializer)
-        self.dropout_layer = Dropout(self.dropout, dtype=self.dtype_policy)
+        self.dropout_layer = Dropout(self.dropout, dtype=self.dtype_policy, dropout_prng=self.dropout_prng)
 
     def _dense(self, units, name):
         return FusedDense(
@@ -312,6 +316,7 @@ class MultiHeadAttention(DirectCall, keras.layers.Layer):
                 "kernel_initializer": keras.initializers.serialize(self.kernel_initializer),
                 "bias_initializer": keras.initializers.serialize(self.bias_initializer),
                 "attention_implementation": self.attention_implementation,
+                "dropout_prng": self.dropout_prng,
             }
         )
         return config

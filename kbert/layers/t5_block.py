@@ -4,7 +4,7 @@ from kbert.arguments import one_of, positive_int, positive_number, probability
 from kbert.layers.activations import get_activation, serialize_activation
 from kbert.layers.cached_multi_head_attention import CachedMultiHeadAttention
 from kbert.layers.direct_call import DirectCall
-from kbert.layers.dropout import Dropout, apply_dropout
+from kbert.layers.dropout import Dropout, apply_dropout, checked_dropout_prng
 from kbert.layers.fused_dense import FusedDense
 from kbert.layers.initializers import clone_initializer
 from kbert.layers.layer_normalization import LayerNormalization
@@ -57,6 +57,8 @@ class T5Block(DirectCall, keras.layers.Layer):
         kernel_initializer: initializer of every kernel; `None` is T5's.
         attention_implementation: the attention layers' kernel, "auto", "fused"
             or "explicit" (see `MultiHeadAttention`).
+        dropout_prng: the JAX generator of every dropout mask (see
+            `kbert.layers.Dropout`); None: the process default.
 
     Call arguments:
         inputs: `(batch, length, width)`.
@@ -92,12 +94,14 @@ class T5Block(DirectCall, keras.layers.Layer):
         attention_scale=1.0,
         kernel_initializer=None,
         attention_implementation="auto",
+        dropout_prng=None,
         **kwargs,
     ):
         super().__init__(**kwargs)
         self.attention_implementation = one_of(
             "attention_implementation", attention_implementation, ATTENTION_IMPLEMENTATIONS
         )
+        self.dropout_prng = checked_dropout_prng(dropout_prng)
         self.num_heads = positive_int("num_heads", num_heads)
         self.intermediate_dim = positive_int("intermediate_dim", intermediate_dim)
         self.key_dim = positive_int("key_dim", key_dim, optional=True)
@@ -137,6 +141,7 @@ class T5Block(DirectCall, keras.layers.Layer):
             kernel_initializer=self._initializer(),
             query_kernel_initializer=self._initializer(1.0 / key_dim),
             attention_implementation=self.attention_implementation,
+            dropout_prng=self.dropout_prng,
             dtype=self.dtype_policy,
             name=name,
         )
@@ -154,7 +159,7 @@ class T5Block(DirectCall, keras.layers.Layer):
         return norm
 
     def _dropout(self):
-        return Dropout(self.dropout, dtype=self.dtype_policy)
+        return Dropout(self.dropout, dtype=self.dtype_policy, dropout_prng=self.dropout_prng)
 
     def _dense(self, units, input_dim, name, activation=None):
         dense = FusedDense(
@@ -276,6 +281,7 @@ class T5Block(DirectCall, keras.layers.Layer):
                 "use_bias": self.use_bias,
                 "attention_scale": self.attention_scale,
                 "attention_implementation": self.attention_implementation,
+                "dropout_prng": self.dropout_prng,
                 "kernel_initializer": (
                     None
                     if self.kernel_initializer is None

@@ -3,7 +3,7 @@ from keras import ops
 
 from kbert.arguments import non_negative_int, positive_int, positive_number, probability
 from kbert.input_checks import check_ids_in_range
-from kbert.layers.dropout import Dropout, apply_dropout
+from kbert.layers.dropout import Dropout, apply_dropout, checked_dropout_prng
 from kbert.layers.fused_dense import FusedDense
 from kbert.layers.layer_normalization import LayerNormalization
 from kbert.layers.position_embedding import PositionEmbedding
@@ -33,6 +33,8 @@ class TextEmbedding(keras.layers.Layer):
         dropout: dropout rate after LayerNorm.
         layer_norm_epsilon: LayerNorm epsilon (BERT: 1e-12, RoBERTa: 1e-5).
         initializer_range: std of the truncated-normal initializer.
+        dropout_prng: the JAX generator of the dropout mask (see
+            `kbert.layers.Dropout`); None: the process default.
 
     Call arguments:
         token_ids: int `(batch, sequence)`.
@@ -57,9 +59,11 @@ class TextEmbedding(keras.layers.Layer):
         dropout=0.1,
         layer_norm_epsilon=1e-12,
         initializer_range=0.02,
+        dropout_prng=None,
         **kwargs,
     ):
         super().__init__(**kwargs)
+        self.dropout_prng = checked_dropout_prng(dropout_prng)
         self.vocabulary_size = positive_int("vocabulary_size", vocabulary_size)
         self.hidden_dim = positive_int("hidden_dim", hidden_dim)
         self.max_positions = positive_int("max_positions", max_positions)
@@ -101,7 +105,7 @@ class TextEmbedding(keras.layers.Layer):
             epsilon=self.layer_norm_epsilon, dtype=self.dtype_policy, name="layer_norm"
         )
         self.dropout_layer = Dropout(
-            self.dropout, dtype=self.dtype_policy, name="dropout"
+            self.dropout, dtype=self.dtype_policy, dropout_prng=self.dropout_prng, name="dropout"
         )
         self.projection = None
         if self.embedding_dim != self.hidden_dim:
@@ -182,6 +186,7 @@ class TextEmbedding(keras.layers.Layer):
                 "dropout": self.dropout,
                 "layer_norm_epsilon": self.layer_norm_epsilon,
                 "initializer_range": self.initializer_range,
+                "dropout_prng": self.dropout_prng,
             }
         )
         return config

@@ -4,7 +4,7 @@ import keras
 
 from kbert.arguments import positive_int, probability
 from kbert.layers.activations import get_activation, serialize_activation
-from kbert.layers.dropout import Dropout, apply_dropout
+from kbert.layers.dropout import Dropout, apply_dropout, checked_dropout_prng
 from kbert.layers.layer_normalization import LayerNormalization
 from kbert.layers.two_stream_relative_attention import (
     TwoStreamRelativeAttention,
@@ -26,6 +26,8 @@ class TwoStreamEncoderBlock(keras.layers.Layer):
         activation: feed-forward activation (XLNet: "gelu").
         layer_norm_epsilon: of both LayerNorms.
         clamp_length: see `TwoStreamRelativeAttention`.
+        dropout_prng: the JAX generator of the dropout masks (see
+            `kbert.layers.Dropout`); None: the process default.
 
     Call arguments: those of `TwoStreamRelativeAttention`.
 
@@ -38,8 +40,9 @@ class TwoStreamEncoderBlock(keras.layers.Layer):
     """
 
     def __init__(self, num_heads, intermediate_dim, dropout=0.1, activation="gelu",
-                 layer_norm_epsilon=1e-12, clamp_length=-1, **kwargs):
+                 layer_norm_epsilon=1e-12, clamp_length=-1, dropout_prng=None, **kwargs):
         super().__init__(**kwargs)
+        self.dropout_prng = checked_dropout_prng(dropout_prng)
         self.num_heads = positive_int("num_heads", num_heads)
         self.intermediate_dim = positive_int("intermediate_dim", intermediate_dim)
         self.dropout = probability("dropout", dropout)
@@ -47,7 +50,7 @@ class TwoStreamEncoderBlock(keras.layers.Layer):
         self.layer_norm_epsilon = layer_norm_epsilon
         self.clamp_length = clamp_length
         self.attention_layer = None
-        self.dropout_layer = Dropout(self.dropout, dtype=self.dtype_policy)
+        self.dropout_layer = Dropout(self.dropout, dtype=self.dtype_policy, dropout_prng=self.dropout_prng)
         normal = keras.initializers.RandomNormal(stddev=0.02)
         self.intermediate_dense = keras.layers.Dense(
             intermediate_dim, activation=get_activation(activation), kernel_initializer=normal,
@@ -64,7 +67,7 @@ class TwoStreamEncoderBlock(keras.layers.Layer):
             raise ValueError(f"hidden width {hidden} is not divisible by num_heads={self.num_heads}.")
         self.attention_layer = TwoStreamRelativeAttention(
             self.num_heads, hidden // self.num_heads, self.dropout, self.layer_norm_epsilon,
-            self.clamp_length, dtype=self.dtype_policy, name="attention_layer",
+            self.clamp_length, dropout_prng=self.dropout_prng, dtype=self.dtype_policy, name="attention_layer",
         )
         self.output_dense = keras.layers.Dense(
             hidden, kernel_initializer=keras.initializers.RandomNormal(stddev=0.02),
@@ -104,4 +107,5 @@ class TwoStreamEncoderBlock(keras.layers.Layer):
             "activation": self.activation,
             "layer_norm_epsilon": self.layer_norm_epsilon,
             "clamp_length": self.clamp_length,
+            "dropout_prng": self.dropout_prng,
         }

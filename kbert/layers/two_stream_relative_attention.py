@@ -5,7 +5,7 @@ from keras import ops
 
 from kbert.arguments import integer, positive_int, probability
 from kbert.backend.ops import masked_score
-from kbert.layers.dropout import Dropout, apply_dropout
+from kbert.layers.dropout import Dropout, apply_dropout, checked_dropout_prng
 from kbert.layers.layer_normalization import LayerNormalization
 
 # The projections, each a `(hidden, heads, key_dim)` kernel as XLNet stores them.
@@ -80,6 +80,8 @@ class TwoStreamRelativeAttention(keras.layers.Layer):
         layer_norm_epsilon: of the LayerNorm after the residual (1e-12).
         clamp_length: clamp relative distances to this, -1 for none.
         kernel_initializer: of the projections and biases (N(0, 0.02)).
+        dropout_prng: the JAX generator of the dropout masks (see
+            `kbert.layers.Dropout`); None: the process default.
 
     Call arguments:
         content: `(batch, sequence, hidden)`, the content stream `h`.
@@ -117,8 +119,9 @@ class TwoStreamRelativeAttention(keras.layers.Layer):
     """
 
     def __init__(self, num_heads, key_dim, dropout=0.0, layer_norm_epsilon=1e-12,
-                 clamp_length=-1, kernel_initializer=None, **kwargs):
+                 clamp_length=-1, kernel_initializer=None, dropout_prng=None, **kwargs):
         super().__init__(**kwargs)
+        self.dropout_prng = checked_dropout_prng(dropout_prng)
         self.num_heads = positive_int("num_heads", num_heads)
         self.key_dim = positive_int("key_dim", key_dim)
         self.dropout = probability("dropout", dropout)
@@ -127,7 +130,7 @@ class TwoStreamRelativeAttention(keras.layers.Layer):
         self.kernel_initializer = keras.initializers.get(
             kernel_initializer or keras.initializers.RandomNormal(stddev=0.02)
         )
-        self.dropout_layer = Dropout(self.dropout, dtype=self.dtype_policy)
+        self.dropout_layer = Dropout(self.dropout, dtype=self.dtype_policy, dropout_prng=self.dropout_prng)
         self.layer_norm = LayerNormalization(
             epsilon=layer_norm_epsilon, dtype=self.dtype_policy, name="layer_norm"
         )
@@ -231,4 +234,5 @@ class TwoStreamRelativeAttention(keras.layers.Layer):
             "layer_norm_epsilon": self.layer_norm_epsilon,
             "clamp_length": self.clamp_length,
             "kernel_initializer": keras.initializers.serialize(self.kernel_initializer),
+            "dropout_prng": self.dropout_prng,
         }

@@ -4,7 +4,7 @@ import keras
 
 from kbert.arguments import one_of, positive_int, positive_number, probability
 from kbert.layers.multi_head_attention import ATTENTION_IMPLEMENTATIONS
-from kbert.layers.dropout import Dropout
+from kbert.layers.dropout import Dropout, checked_dropout_prng
 from kbert.layers.language_model_head import LanguageModelHead
 from kbert.layers.layer_normalization import LayerNormalization
 from kbert.layers.position_embedding import PositionEmbedding
@@ -66,6 +66,10 @@ class BART(Backbone):
         attention_implementation: the attention kernel of every layer, "auto",
             "fused" or "explicit" (see `kbert.layers.MultiHeadAttention`;
             docs/architecture.md §5).
+        dropout_prng: the JAX generator of every dropout mask, "threefry",
+            "philox4x32", "rbg" or "unsafe_rbg" (see `kbert.layers.Dropout`);
+            None: the process default (`KBERT_JAX_DROPOUT_PRNG`). Kept in the
+            config; no effect on TensorFlow and PyTorch.
         dtype: dtype policy.
 
     Example:
@@ -93,6 +97,7 @@ class BART(Backbone):
         scale_embedding=False,
         initializer_range=0.02,
         attention_implementation="auto",
+        dropout_prng=None,
         dtype=None,
         **kwargs,
     ):
@@ -103,6 +108,7 @@ class BART(Backbone):
         self.attention_implementation = one_of(
             "attention_implementation", attention_implementation, ATTENTION_IMPLEMENTATIONS
         )
+        self.dropout_prng = checked_dropout_prng(dropout_prng)
         self.num_decoder_layers = positive_int(
             "num_decoder_layers", num_layers if num_decoder_layers is None else num_decoder_layers
         )
@@ -154,7 +160,8 @@ class BART(Backbone):
         )
         setattr(self, f"{stack}_position_embedding", position_embedding)
         setattr(self, f"{stack}_embedding_layer_norm", norm)
-        setattr(self, f"{stack}_embedding_dropout", Dropout(self.dropout, dtype=dtype))
+        dropout = Dropout(self.dropout, dtype=dtype, dropout_prng=self.dropout_prng)
+        setattr(self, f"{stack}_embedding_dropout", dropout)
 
     def _block_arguments(self, dtype):
         """What the encoder and decoder blocks share."""
@@ -163,6 +170,7 @@ class BART(Backbone):
             activation=self.activation, layer_norm_epsilon=self.layer_norm_epsilon,
             kernel_initializer=self._initializer(), dtype=dtype,
             attention_implementation=self.attention_implementation,
+            dropout_prng=self.dropout_prng,
         )
 
     def _encoder_block(self, index, dtype):

@@ -6,7 +6,7 @@ from keras import ops
 from kbert.arguments import positive_int, probability
 from kbert.input_checks import ids, mask
 from kbert.layers.character_cnn import ELMO_FILTERS, CharacterCNN
-from kbert.layers.dropout import Dropout
+from kbert.layers.dropout import Dropout, checked_dropout_prng
 from kbert.layers.projected_lstm import ProjectedLSTM
 from kbert.models.backbone import Backbone
 
@@ -45,6 +45,10 @@ class ELMo(Backbone):
         cell_clip: LSTM cell clip (3).
         projection_clip: LSTM projection clip (3).
         dropout: on the input of each LSTM layer while training (bilm-tf: 0.1).
+        dropout_prng: the JAX generator of every dropout mask, "threefry",
+            "philox4x32", "rbg" or "unsafe_rbg" (see `kbert.layers.Dropout`);
+            None: the process default (`KBERT_JAX_DROPOUT_PRNG`). Kept in the
+            config; no effect on TensorFlow and PyTorch.
         dtype: dtype policy.
 
     Example:
@@ -67,7 +71,7 @@ class ELMo(Backbone):
 
     def __init__(self, hidden_dim=512, cell_dim=4096, num_layers=2, filters=ELMO_FILTERS,
                  num_characters=262, max_characters=50, character_dim=16, num_highway=2,
-                 cell_clip=3.0, projection_clip=3.0, dropout=0.0, dtype=None, **kwargs):
+                 cell_clip=3.0, projection_clip=3.0, dropout=0.0, dropout_prng=None, dtype=None, **kwargs):
         # === Config ===
         self.hidden_dim = positive_int("hidden_dim", hidden_dim)
         self.cell_dim = positive_int("cell_dim", cell_dim)
@@ -80,6 +84,7 @@ class ELMo(Backbone):
         self.cell_clip = cell_clip
         self.projection_clip = projection_clip
         self.dropout = probability("dropout", dropout)
+        self.dropout_prng = checked_dropout_prng(dropout_prng)
 
         # === Layers ===
         self.token_encoder = CharacterCNN(
@@ -88,7 +93,7 @@ class ELMo(Backbone):
         )
         self.forward_layers = self._lstm_stack("forward", go_backwards=False, dtype=dtype)
         self.backward_layers = self._lstm_stack("backward", go_backwards=True, dtype=dtype)
-        self.lstm_dropout = Dropout(dropout, dtype=dtype, name="lstm_dropout")
+        self.lstm_dropout = Dropout(dropout, dtype=dtype, dropout_prng=self.dropout_prng, name="lstm_dropout")
 
         # === Functional graph ===
         inputs = {

@@ -3,6 +3,7 @@ import keras
 from kbert.arguments import head_counts, one_of, probability
 from kbert.input_checks import ids, mask
 from kbert.layers.bigbird_attention import BigBirdAttention
+from kbert.layers.dropout import checked_dropout_prng
 from kbert.layers.layer_normalization import LayerNormalization
 from kbert.layers.longformer_attention import LongformerAttention
 from kbert.layers.multi_head_attention import ATTENTION_IMPLEMENTATIONS, MultiHeadAttention
@@ -68,6 +69,10 @@ class Encoder(Backbone):
         attention_implementation: the attention kernel of every layer, "auto",
             "fused" or "explicit" (see `kbert.layers.MultiHeadAttention`;
             docs/architecture.md §5).
+        dropout_prng: the JAX generator of every dropout mask, "threefry",
+            "philox4x32", "rbg" or "unsafe_rbg" (see `kbert.layers.Dropout`);
+            None: the process default (`KBERT_JAX_DROPOUT_PRNG`). Kept in the
+            config; no effect on TensorFlow and PyTorch.
         dtype: dtype policy, e.g. `"mixed_bfloat16"`.
 
     Left out (or None), `padding_mask` means nothing is padded: the layers
@@ -121,6 +126,7 @@ class Encoder(Backbone):
         attention_kwargs=None,
         heads_per_layer=None,
         attention_implementation="auto",
+        dropout_prng=None,
         dtype=None,
         **kwargs,
     ):
@@ -148,6 +154,7 @@ class Encoder(Backbone):
         self.attention_implementation = one_of(
             "attention_implementation", attention_implementation, ATTENTION_IMPLEMENTATIONS
         )
+        self.dropout_prng = checked_dropout_prng(dropout_prng)
         self.heads_per_layer = _checked_heads_per_layer(
             heads_per_layer, num_layers, num_heads, share_layers
         )
@@ -177,6 +184,7 @@ class Encoder(Backbone):
             dropout=self.dropout,
             layer_norm_epsilon=self.layer_norm_epsilon,
             initializer_range=self.initializer_range,
+            dropout_prng=self.dropout_prng,
             dtype=dtype,
             name="embeddings",
         )
@@ -194,6 +202,7 @@ class Encoder(Backbone):
             dropout=self.attention_dropout,
             kernel_initializer=self._initializer(),
             attention_implementation=self.attention_implementation,
+            dropout_prng=self.dropout_prng,
             dtype=dtype,
             name="attention_layer",
             **(self.attention_kwargs[index] if per_layer else self.attention_kwargs),
@@ -211,6 +220,7 @@ class Encoder(Backbone):
             kernel_initializer=self._initializer(),
             attention_layer=self._attention_layer(index, dtype),
             attention_implementation=self.attention_implementation,
+            dropout_prng=self.dropout_prng,
             dtype=dtype,
             name="shared_transformer_layer" if self.share_layers else f"transformer_layer_{index}",
         )

@@ -8,7 +8,7 @@ from kbert.layers.multi_head_attention import ATTENTION_IMPLEMENTATIONS
 from kbert.backend.ops import take_indices
 from kbert.input_checks import ids, mask
 from kbert.layers.attention_mask import causal_padding_mask
-from kbert.layers.dropout import Dropout, apply_dropout
+from kbert.layers.dropout import Dropout, apply_dropout, checked_dropout_prng
 from kbert.layers.layer_normalization import LayerNormalization
 from kbert.layers.position_embedding import PositionEmbedding
 from kbert.layers.reversible_embedding import ReversibleEmbedding
@@ -67,6 +67,10 @@ class GPT2(Backbone):
         attention_implementation: the attention kernel of every layer, "auto",
             "fused" or "explicit" (see `kbert.layers.MultiHeadAttention`;
             docs/architecture.md §5).
+        dropout_prng: the JAX generator of every dropout mask, "threefry",
+            "philox4x32", "rbg" or "unsafe_rbg" (see `kbert.layers.Dropout`);
+            None: the process default (`KBERT_JAX_DROPOUT_PRNG`). Kept in the
+            config; no effect on TensorFlow and PyTorch.
         dtype: dtype policy.
 
     Example:
@@ -93,6 +97,7 @@ class GPT2(Backbone):
         layer_norm_epsilon=1e-5,
         end_id=END_ID,
         attention_implementation="auto",
+        dropout_prng=None,
         dtype=None,
         **kwargs,
     ):
@@ -105,6 +110,7 @@ class GPT2(Backbone):
         self.attention_implementation = one_of(
             "attention_implementation", attention_implementation, ATTENTION_IMPLEMENTATIONS
         )
+        self.dropout_prng = checked_dropout_prng(dropout_prng)
         if not 0 <= end_id < vocabulary_size:
             raise ValueError(f"end_id must be in [0, {vocabulary_size}); received {end_id}.")
         self.end_id = int(end_id)
@@ -134,7 +140,7 @@ class GPT2(Backbone):
         self.position_embedding = PositionEmbedding(
             self.max_positions, initializer=normal, dtype=dtype, name="position_embedding"
         )
-        self.embedding_dropout = Dropout(self.dropout, dtype=dtype)
+        self.embedding_dropout = Dropout(self.dropout, dtype=dtype, dropout_prng=self.dropout_prng)
         self.transformer_layers = [
             CausalDecoderBlock(
                 num_heads=self.num_heads,
@@ -145,6 +151,7 @@ class GPT2(Backbone):
                 kernel_initializer=normal,
                 output_kernel_initializer=residual,
                 attention_implementation=self.attention_implementation,
+                dropout_prng=self.dropout_prng,
                 dtype=dtype,
                 name=f"transformer_layer_{index}",
             )

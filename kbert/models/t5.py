@@ -9,7 +9,7 @@ from kbert.layers.multi_head_attention import ATTENTION_IMPLEMENTATIONS
 from kbert.input_checks import ids, mask
 from kbert.backend.ops import causal_mask
 from kbert.layers.attention_mask import fold_padding_mask
-from kbert.layers.dropout import Dropout, apply_dropout
+from kbert.layers.dropout import Dropout, apply_dropout, checked_dropout_prng
 from kbert.layers.fused_dense import FusedDense
 from kbert.layers.relative_position_bias import RelativePositionBias
 from kbert.layers.reversible_embedding import ReversibleEmbedding
@@ -81,6 +81,10 @@ class T5(Backbone):
         attention_implementation: the attention kernel of every layer, "auto",
             "fused" or "explicit" (see `kbert.layers.MultiHeadAttention`;
             docs/architecture.md §5).
+        dropout_prng: the JAX generator of every dropout mask, "threefry",
+            "philox4x32", "rbg" or "unsafe_rbg" (see `kbert.layers.Dropout`);
+            None: the process default (`KBERT_JAX_DROPOUT_PRNG`). Kept in the
+            config; no effect on TensorFlow and PyTorch.
         dtype: dtype policy.
 
     Example:
@@ -120,6 +124,7 @@ class T5(Backbone):
         decoder_layer_heads=None,
         cross_attention_heads_per_layer=None,
         attention_implementation="auto",
+        dropout_prng=None,
         dtype=None,
         **kwargs,
     ):
@@ -131,6 +136,7 @@ class T5(Backbone):
         self.attention_implementation = one_of(
             "attention_implementation", attention_implementation, ATTENTION_IMPLEMENTATIONS
         )
+        self.dropout_prng = checked_dropout_prng(dropout_prng)
         self.num_decoder_layers = positive_int(
             "num_decoder_layers", num_layers if num_decoder_layers is None else num_decoder_layers
         )
@@ -182,7 +188,7 @@ class T5(Backbone):
             dtype=dtype,
             name="token_embedding",
         )
-        self.embedding_dropout = Dropout(self.dropout, dtype=dtype)
+        self.embedding_dropout = Dropout(self.dropout, dtype=dtype, dropout_prng=self.dropout_prng)
 
     @property
     def head_dim(self):
@@ -225,6 +231,7 @@ class T5(Backbone):
                 layer_norm_epsilon=self.layer_norm_epsilon,
                 initializer_factor=self.initializer_factor,
                 attention_implementation=self.attention_implementation,
+                dropout_prng=self.dropout_prng,
                 dtype=dtype,
                 name=f"{prefix}_layer_{i}",
                 **{argument: values[i] for argument, values in per_block.items()},
@@ -234,7 +241,7 @@ class T5(Backbone):
         norm = RMSNormalization(
             self.layer_norm_epsilon, dtype=dtype, name=f"{prefix}_final_layer_norm"
         )
-        return position_bias, blocks, norm, Dropout(self.dropout, dtype=dtype)
+        return position_bias, blocks, norm, Dropout(self.dropout, dtype=dtype, dropout_prng=self.dropout_prng)
 
     def _create_encoder(self, dtype):
         (

@@ -7,7 +7,7 @@ from keras import ops
 from kbert.arguments import positive_int, probability
 from kbert.backend.ops import is_eager_tensor
 from kbert.input_checks import check_inputs, ids, mask
-from kbert.layers.dropout import Dropout, apply_dropout
+from kbert.layers.dropout import Dropout, apply_dropout, checked_dropout_prng
 from kbert.layers.reversible_embedding import ReversibleEmbedding
 from kbert.layers.two_stream_encoder_block import TwoStreamEncoderBlock
 from kbert.models.backbone import Backbone
@@ -87,6 +87,10 @@ class XLNet(Backbone):
         clamp_length: clamp relative distances, -1 for none.
         memory_length: the memory kept for the next segment (transformers'
             `mem_len`), or None.
+        dropout_prng: the JAX generator of every dropout mask, "threefry",
+            "philox4x32", "rbg" or "unsafe_rbg" (see `kbert.layers.Dropout`);
+            None: the process default (`KBERT_JAX_DROPOUT_PRNG`). Kept in the
+            config; no effect on TensorFlow and PyTorch.
         dtype: dtype policy.
 
     Example:
@@ -118,7 +122,7 @@ class XLNet(Backbone):
 
     def __init__(self, vocabulary_size, num_layers, num_heads, hidden_dim, intermediate_dim,
                  dropout=0.1, activation="gelu", layer_norm_epsilon=1e-12, clamp_length=-1,
-                 memory_length=None, dtype=None, **kwargs):
+                 memory_length=None, dropout_prng=None, dtype=None, **kwargs):
         self.vocabulary_size = positive_int("vocabulary_size", vocabulary_size)
         self.num_layers = positive_int("num_layers", num_layers)
         self.num_heads = positive_int("num_heads", num_heads)
@@ -129,6 +133,7 @@ class XLNet(Backbone):
         self.layer_norm_epsilon = layer_norm_epsilon
         self.clamp_length = clamp_length
         self.memory_length = positive_int("memory_length", memory_length, optional=True)
+        self.dropout_prng = checked_dropout_prng(dropout_prng)
         if hidden_dim % num_heads:
             raise ValueError(f"hidden_dim={hidden_dim} is not divisible by num_heads={num_heads}.")
         self._create_layers(dtype)
@@ -150,11 +155,11 @@ class XLNet(Backbone):
         )
         self.query_embedding = QueryEmbedding(self.hidden_dim, dtype=dtype, name="query_embedding")
         self.query_embedding.build()
-        self.dropout_layer = Dropout(self.dropout, dtype=dtype)
+        self.dropout_layer = Dropout(self.dropout, dtype=dtype, dropout_prng=self.dropout_prng)
         self.transformer_layers = [
             TwoStreamEncoderBlock(
                 self.num_heads, self.intermediate_dim, self.dropout, self.activation,
-                self.layer_norm_epsilon, self.clamp_length, dtype=dtype,
+                self.layer_norm_epsilon, self.clamp_length, dropout_prng=self.dropout_prng, dtype=dtype,
                 name=f"transformer_layer_{index}",
             )
             for index in range(self.num_layers)

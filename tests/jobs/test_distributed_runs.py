@@ -242,7 +242,7 @@ def test_a_lost_process_stops_the_other_and_the_rerun_resumes(tmp_path):
                                   text=True) for command, env in (_jax_process(i, port, *arguments) for i in (0, 1))]
     try:
         deadline = time.monotonic() + TIME_LIMIT
-        while not (output / "checkpoint.npz").exists() and time.monotonic() < deadline:
+        while not (output / "resume_state.npz").exists() and time.monotonic() < deadline:
             time.sleep(0.2)
         processes[1].kill()
         survivor = processes[0].communicate(timeout=TIME_LIMIT)[0]
@@ -255,7 +255,7 @@ def test_a_lost_process_stops_the_other_and_the_rerun_resumes(tmp_path):
     port = _free_port()
     codes, outputs = _run_processes([_jax_process(index, port, *arguments) for index in (0, 1)])
     assert codes == [0, 0], outputs
-    assert "Resuming from the checkpoint at step" in outputs[0]
+    assert "Resuming from the saved state at step" in outputs[0]
     assert (output / "metrics.json").exists()
 
 

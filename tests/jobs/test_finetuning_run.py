@@ -148,12 +148,12 @@ def test_an_interrupted_run_resumes_to_the_uninterrupted_result(checkpoint, tmp_
     with pytest.raises(KeyboardInterrupt):
         run_finetuning("classify", checkpoint, train, validation, output=str(tmp_path / "run"),
                        callbacks=[_StopAt(3)], **run)
-    assert os.path.exists(tmp_path / "run" / "checkpoint.npz")
+    assert os.path.exists(tmp_path / "run" / "resume_state.npz")
     resumed = _StopAt(None)
     metrics = run_finetuning("classify", checkpoint, train, validation, output=str(tmp_path / "run"),
                              callbacks=[resumed], **run)
     assert resumed.steps == 1  # the fourth step only
-    rows = check_saved(tmp_path / "run", metrics, TextClassifier)  # the checkpoint is gone
+    rows = check_saved(tmp_path / "run", metrics, TextClassifier)  # the resume state is gone
     assert {row["label"] for row in rows} == {"0", "1", "2"} and len(rows) == 4
     for name in ("accuracy", "macro_f1", "matthews_correlation"):
         assert metrics[name] == pytest.approx(whole[name], abs=1e-6)

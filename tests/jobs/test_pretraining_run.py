@@ -165,12 +165,12 @@ def test_a_run_killed_at_a_random_step_ends_as_an_uninterrupted_one(uninterrupte
     killed = subprocess.run([sys.executable, "-c", _KILLED_RUN.format(step=step, run=run)],
                             env=dict(os.environ, KERAS_BACKEND=keras.backend.backend()), capture_output=True)
     assert killed.returncode == -signal.SIGKILL, killed.stderr.decode()[-2000:]
-    with np.load(tmp_path / "checkpoint.npz") as saved:
+    with np.load(tmp_path / "resume_state.npz") as saved:
         part = json.loads(str(saved["state"]))
     assert part["step"] == step - step % RESUMED["save_every"]
     lines = []
     metrics = run_pretraining(log=lines.append, **run)  # the same command again
-    assert f"Resuming from the checkpoint at step {part['step']} of {RESUMED['steps']}." in lines
+    assert f"Resuming from the saved state at step {part['step']} of {RESUMED['steps']}." in lines
     expected = {**uninterrupted[1], "wall_time_seconds": metrics["wall_time_seconds"]}
     numbers = [name for name, value in expected.items() if isinstance(value, float)]
     assert {name: metrics[name] for name in numbers} == pytest.approx(  # the same numbers to 1e-6

@@ -91,12 +91,12 @@ def test_an_interrupted_run_resumes_and_ends_as_an_uninterrupted_one(corpus, tmp
     run = dict(corpus=[corpus], output=str(tmp_path / "parts"), **RESUMED)
     with pytest.raises(KeyboardInterrupt):
         run_pretraining(callbacks=[InterruptAtStep(5)], log=lambda line: None, **run)
-    with np.load(tmp_path / "parts" / "checkpoint.npz") as saved:
+    with np.load(tmp_path / "parts" / "resume_state.npz") as saved:
         step = json.loads(str(saved["state"]))["step"]
     assert 5 <= step < RESUMED["steps"]  # saved on the signal, past the last periodic checkpoint (3)
     lines = []
     metrics = run_pretraining(log=lines.append, **run)  # the same command again
-    assert f"Resuming from the checkpoint at step {step} of {RESUMED['steps']}." in lines
+    assert f"Resuming from the saved state at step {step} of {RESUMED['steps']}." in lines
     numbers = [name for name, value in expected.items() if isinstance(value, float) and name != "wall_time_seconds"]
     assert {name: metrics[name] for name in numbers} == pytest.approx({name: expected[name] for name in numbers},
                                                                       abs=1e-6, rel=0)

@@ -1,8 +1,11 @@
+import functools
+
 import keras
 import numpy as np
 import pytest
 from helpers import BACKEND, to_numpy
 
+import kbert
 from kbert.backend.jax_ops import DROPOUT_PRNGS, dropout_prng, prng_dropout
 from kbert.layers.dropout import Dropout, apply_dropout
 
@@ -76,3 +79,72 @@ def test_the_default_bits_partition_and_philox_is_refused_under_a_distribution(m
         monkeypatch.setenv("KBERT_JAX_DROPOUT_PRNG", "philox4x32")
         with pytest.raises(ValueError, match="does not compile under a keras.distribution"):
             dropout_prng()
+
+
+@pytest.mark.skipif(BACKEND != "jax", reason="the dropout PRNG is chosen on JAX only")
+def test_the_layer_choice_wins_over_the_environment(monkeypatch):
+    """`dropout_prng` draws with its own generator whatever `KBERT_JAX_DROPOUT_PRNG` says; None follows it."""
+    import jax
+
+    monkeypatch.setenv("KBERT_JAX_DROPOUT_PRNG", "threefry")
+    x = keras.ops.ones((8, 8))
+    for layer, impl in ((Dropout(0.25, dropout_prng="philox4x32"), "philox4x32"), (Dropout(0.25), "threefry2x32")):
+        step = str(jax.make_jaxpr(functools.partial(apply_dropout, layer, training=True))(x))
+        assert str(jax.random.key(0, impl=impl).dtype) in step
+
+
+def test_the_choice_is_kept_in_the_config_and_old_configs_load_as_the_default():
+    config = Dropout(0.5, dropout_prng="rbg").get_config()
+    assert Dropout.from_config(config).dropout_prng == "rbg"
+    del config["dropout_prng"]  # a layer saved before the argument existed
+    assert Dropout.from_config(config).dropout_prng is None
+
+
+TINY = dict(vocabulary_size=20, num_layers=1, num_heads=2, hidden_dim=8, intermediate_dim=16)
+BACKBONES = {
+    "bert": lambda **kw: kbert.models.bert_tiny(**TINY, max_positions=8, **kw),
+    "gpt2": lambda **kw: kbert.models.GPT2(**TINY, max_positions=8, end_id=0, **kw),
+    "t5": lambda **kw: kbert.models.T5(**TINY, **kw),
+    "bart": lambda **kw: kbert.models.BART(**TINY, max_positions=8, **kw),
+    "xlnet": lambda **kw: kbert.models.XLNet(**TINY, **kw),
+    "elmo": lambda **kw: kbert.models.ELMo(hidden_dim=4, cell_dim=8, filters=[(1, 4)], num_layers=1, **kw),
+}
+
+
+def _dropout_prngs(layer, seen=None):
+    """The `dropout_prng` of every `Dropout` under `layer` (its attributes, lists of layers included)."""
+    seen = set() if seen is None else seen
+    if id(layer) in seen:
+        return set()
+    seen.add(id(layer))
+    if isinstance(layer, Dropout):
+        return {layer.dropout_prng}
+    found = set()
+    for value in vars(layer).values():
+        for item in value if isinstance(value, (list, tuple)) else [value]:
+            if isinstance(item, keras.layers.Layer):
+                found |= _dropout_prngs(item, seen)
+    return found
+
+
+@pytest.mark.parametrize("family", BACKBONES)
+def test_a_backbone_passes_its_choice_to_every_dropout_and_keeps_it(family):
+    model = BACKBONES[family](dropout_prng="unsafe_rbg")
+    assert _dropout_prngs(model) == {"unsafe_rbg"}
+    copy = type(model).from_config(model.get_config())
+    assert copy.dropout_prng == "unsafe_rbg" and _dropout_prngs(copy) == {"unsafe_rbg"}
+    assert _dropout_prngs(BACKBONES[family]()) == {None}
+
+
+def test_a_saved_model_keeps_its_choice(tmp_path):
+    path = str(tmp_path / "model.keras")
+    BACKBONES["bert"](dropout_prng="philox4x32").save(path)
+    loaded = keras.saving.load_model(path)
+    assert loaded.dropout_prng == "philox4x32" and _dropout_prngs(loaded) == {"philox4x32"}
+
+
+def test_an_unknown_choice_is_refused_in_one_line():
+    with pytest.raises(ValueError, match=r"dropout_prng must be None or one of .*received 'mersenne'"):
+        Dropout(0.5, dropout_prng="mersenne")
+    with pytest.raises(ValueError, match="dropout_prng must be None or one of"):
+        BACKBONES["gpt2"](dropout_prng="mersenne")

@@ -125,7 +125,7 @@ SAVED_CONFIG_KEYS = {
     "intermediate_dim", "max_positions", "num_segments", "embedding_dim", "share_layers",
     "position_offset", "dropout", "attention_dropout", "activation", "layer_norm_epsilon",
     "normalize_first", "use_pooler", "initializer_range", "attention", "attention_kwargs",
-    "heads_per_layer", "attention_implementation",
+    "heads_per_layer", "attention_implementation", "dropout_prng",
 }  # fmt: skip
 
 
