@@ -59,10 +59,13 @@ def main():
                 print(pair, sum(error is None for error in results[pair].values()), "of", len(names), flush=True)
     pairs = list(results)
     moved = sum(results[pair].get(name) is None for pair in pairs for name in names)
+    counts = ", ".join(f"{pair}: {sum(results[pair].get(name) is None for name in names)}" for pair in pairs)
     lines = [f"# Portability matrix: {moved} of {len(pairs) * len(names)} (model, backend pair) moves hold",
-             "", f"`python scripts/portability_matrix.py` ({time.time() - start:.0f} s). Each model trained one step "
-             "with kbert's optimizer on the first backend, saved as `.keras`, loaded on the second in a fresh "
-             "process: outputs equal to 1e-4, Adam slots on their variables, one more step, a save.", "",
+             "", f"`python scripts/portability_matrix.py`, {time.strftime('%Y-%m-%d')}, "
+             f"{time.time() - start:.0f} s: {len(names)} models, {len(pairs)} backend pairs ({counts} of "
+             f"{len(names)} each). Each model trained one step with kbert's optimizer on the first backend, saved "
+             "as `.keras`, loaded on the second in a fresh process: weights exactly equal, outputs equal to 1e-4, "
+             "Adam slots on their variables, one more step, a save.", "",
              "| model | " + " | ".join(pairs) + " |", "|---|" + "---|" * len(pairs)]
     for name in names:
         cells = ["ok" if results[pair].get(name) is None else results[pair][name][:80].replace("|", "/")

@@ -5,12 +5,12 @@
 
 `save` trains each model of `MOVED` one step with kbert's optimizer
 (`create_optimizer`), saves it as `FOLDER/NAME.keras`, and keeps its batch,
-its outputs on that batch and its optimizer slots (by variable path) in
-`FOLDER/NAME.pkl`. `load`, in a fresh process on another backend, loads each
-file and checks that its outputs, called and through `predict`, equal the saved ones (to 1e-4), that every
-variable's Adam slots came back to that variable, that one more training step
-runs to a finite loss, and that the model saves again; it prints one JSON
-object, name -> the error (null where all held). Names default to all of
+its weights and optimizer slots (by variable path) and its outputs on that
+batch in `FOLDER/NAME.pkl`. `load`, in a fresh process on another backend, loads each
+file and checks that every weight came back exactly equal, that its outputs, called and
+through `predict`, equal the saved ones (to 1e-4), that every variable's Adam slots came
+back to that variable, that one more training step runs to a finite loss, and that
+the model saves again; it prints one JSON object, name -> the error (null where all held). Names default to all of
 `MOVED`. `tests/test_portability.py` runs a rotation of the pairs in each
 backend's suite; `scripts/portability_matrix.py` runs them all.
 """
@@ -66,6 +66,11 @@ def _slots(model):
     return slots
 
 
+def _weights(model):
+    """weight path -> its value (trainable and not; no random seeds)."""
+    return {weight.path: keras.ops.convert_to_numpy(weight) for weight in model.weights}
+
+
 def save(folder, names):
     """Train each of `names` one step, save it and what `load` checks it against into `folder`."""
     for name in names:
@@ -76,7 +81,7 @@ def save(folder, names):
         model.train_on_batch(x, y)
         model.save(os.path.join(folder, f"{name}.keras"))
         record = {"x": _numpy(x), "y": _numpy(y), "outputs": _outputs(name, model(x, training=False)),
-                  "slots": _slots(model), "backend": keras.backend.backend()}
+                  "weights": _weights(model), "slots": _slots(model), "backend": keras.backend.backend()}
         with open(os.path.join(folder, f"{name}.pkl"), "wb") as f:
             pickle.dump(record, f)
 
@@ -88,6 +93,10 @@ def check(folder, name):
     model = keras.saving.load_model(os.path.join(folder, f"{name}.keras"))
     if not JIT_COMPILE:
         model.jit_compile = False
+    weights = _weights(model)
+    assert sorted(weights) == sorted(record["weights"]), "the weights differ"
+    for path, expected in record["weights"].items():
+        np.testing.assert_array_equal(weights[path], expected, err_msg=f"weight {path}")
     # Called, and through `predict` (what `kbert predict` runs: traced, compiled on JAX and TensorFlow).
     for outputs in (model(record["x"], training=False), model.predict(record["x"], verbose=0)):
         for got, expected in zip(_outputs(name, outputs), record["outputs"], strict=True):

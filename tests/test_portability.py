@@ -3,8 +3,8 @@
 Every family's task model and every pretrainer (`tests/portability.py`,
 `MOVED`) moves in one of the three backends' runs: a third of them is
 trained one step here with kbert's optimizer and saved as `.keras`; then one
-fresh process per other backend loads its share and checks it: the same
-outputs to 1e-4, each variable's Adam slots back on that variable, one more
+fresh process per other backend loads its share and checks it: the same weights
+exactly, the same outputs to 1e-4, each variable's Adam slots back on that variable, one more
 training step, a save. The shares alternate between the two other backends,
 so that the three runs together move every model once and cover all six
 ordered backend pairs (the suite's time allows no more). `scripts/portability_matrix.py` runs the

@@ -7,12 +7,12 @@
   `tf.saved_model.load`, no kbert needed) and returns the model's `logits`.
   Classifiers also have `serve_pairs` (`texts`, `text_pairs`) for sentence
   pairs; `labels()` returns the class names. Classifiers and taggers.
-- `onnx` (PyTorch backend): the token-level classifier or tagger, int64
-  `token_ids`, `segment_ids` and `padding_mask` in (RoBERTa and DistilBERT
-  take no `segment_ids`), with dynamic batch and length axes, `logits` out,
   A batch runs at the smallest length bucket that holds its longest text
   (one branch of static shape per bucket, `kbert.text.length_buckets`); a
   tagger's logits are padded back to the sequence length with zeros.
+- `onnx` (PyTorch backend): the token-level classifier or tagger, int64
+  `token_ids`, `segment_ids` and `padding_mask` in (RoBERTa and DistilBERT
+  take no `segment_ids`), with dynamic batch and length axes, `logits` out,
   through Keras' exporter (`model.export(format="onnx")`, PyTorch's ONNX
   exporter underneath). The ids are in the model's own layout, which the
   model's `layout` metadata states: BERT's `[CLS] A [SEP] B [SEP]` padded on

@@ -128,7 +128,10 @@ class DistillationTrainer(Task):
         super().__init__(dtype=student.dtype_policy, **kwargs)
         self.student = student
         self.teacher = teacher
-        self.teacher.trainable = False
+        # The setter itself: TensorFlow's attribute tracking skips `teacher.trainable = False` where the flag is
+        # False already (a teacher loaded frozen), which would leave the heads it made after `Layer.__init__`
+        # trainable, and the optimizer's slots of a moved `.keras` on other variables.
+        keras.layers.Layer.trainable.fset(self.teacher, False)
         self.temperature = temperature
         self.ce_weight = ce_weight
         self.mlm_weight = mlm_weight

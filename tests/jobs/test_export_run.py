@@ -125,11 +125,17 @@ def test_a_format_the_backend_cannot_produce_names_the_one_that_can(saved, tmp_p
 
 
 @pytest.mark.skipif(keras.backend.backend() == "jax", reason="JAX produces no format: the backend is refused first")
-def test_an_output_that_is_no_new_folder_gets_one_line(tmp_path, capsys):
+def test_an_output_that_is_no_new_folder_gets_one_line(tmp_path, capsys, monkeypatch):
     format = "onnx" if keras.backend.backend() == "torch" else "saved_model"
     (tmp_path / "file").write_text("x")
+    (tmp_path / "full").mkdir()
+    (tmp_path / "full" / "model.onnx").write_text("x")
     for output, message in ((tmp_path / "file", "is a file"), (tmp_path / "file" / "under", "cannot be made"),
-                            ("/proc/kbert-export", "cannot be made")):
+                            ("/proc/kbert-export", "cannot be made"), (tmp_path / "full", "is not empty")):
         error = _error(["--model", str(tmp_path / "model.keras"), "--format", format, "--output", str(output)],
                        capsys)
         assert f"--output {output} {message}" in error
+    monkeypatch.setattr(os, "access", lambda path, mode: False)  # a folder this process may not write (root may)
+    error = _error(["--model", str(tmp_path / "model.keras"), "--format", format, "--output", str(tmp_path / "new")],
+                   capsys)
+    assert f"--output {tmp_path / 'new'} is not writable." in error

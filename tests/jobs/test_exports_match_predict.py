@@ -2,9 +2,10 @@
 
 A classifier of each tokenizer kind and layout (BERT's WordPiece, RoBERTa's byte-level BPE, XLNet's
 SentencePiece with its last `<cls>` and left padding; sentence pairs for each), a BigBird and a Longformer
-classifier (sparse attention, planned at its length) and a BERT tagger: the
+classifier (sparse attention, planned at its length), a BERT and an XLNet tagger: the
 SavedModel (made and run on TensorFlow) and ONNX (made on PyTorch, run in onnxruntime on int64 ids in the
-model's own layout) give `kbert predict`'s probabilities to 1e-5, and carry the label names.
+model's own layout, which its metadata states) give `kbert predict`'s probabilities to 1e-5, and carry the
+label names.
 """
 
 import json
@@ -86,7 +87,7 @@ def _probabilities(model, logits):
 
 
 NAMES = ["bert_classifier", "roberta_classifier", "xlnet_classifier", "bigbird_classifier", "longformer_classifier",
-         "bert_tagger"]
+         "bert_tagger", "xlnet_tagger"]
 
 
 @pytest.mark.skipif(BACKEND != "tensorflow", reason="the SavedModel is made on TensorFlow")
@@ -117,6 +118,8 @@ def test_the_onnx_model_answers_as_predict_on_int64_ids_in_its_layout(name, tmp_
     path = str(tmp_path / "onnx" / "model.onnx")
     metadata = {prop.key: prop.value for prop in onnx.load(path).metadata_props}
     assert json.loads(metadata["labels"]) == (LABELS if isinstance(model, TextClassifier) else TAGS)
+    assert metadata["layout"].startswith("XLNet: A <sep> B <sep> <cls>, padded on the left" if name.startswith(
+        "xlnet") else "BERT: [CLS] A [SEP] B [SEP], padded on the right")
     session = onnxruntime.InferenceSession(path)
     assert [output.name for output in session.get_outputs()] == ["logits"]
     cases = [None, PAIRS] if isinstance(model, TextClassifier) else [None]

@@ -15,7 +15,8 @@ from finetuning_data import VOCABULARY, write_vocabulary
 import kbert
 from kbert import cli
 from kbert.pretraining import BertPretrainer
-from kbert.tasks import MultipleChoice, Seq2SeqLM, SpanQuestionAnswering, TextClassifier, TokenClassifier
+from kbert.jobs.predict_run import refuse_inapplicable
+from kbert.tasks import CausalLM, MultipleChoice, Seq2SeqLM, SpanQuestionAnswering, TextClassifier, TokenClassifier
 
 pytest.importorskip("tensorflow_text")
 
@@ -352,6 +353,25 @@ def test_options_that_do_not_apply_and_bad_paths_are_refused(saved_models, tmp_p
     corrupt = tmp_path / "corrupt.keras"
     corrupt.write_bytes(b"not a zip")
     assert f"{corrupt} is not a .keras file" in _error(["--model", str(corrupt), "--text", "bob"], capsys)
+
+
+@pytest.mark.backend_independent
+@pytest.mark.parametrize("task", ["tag", "qa", "fill_mask", "gpt2"])
+def test_a_text_pair_is_refused_by_a_tagger_qa_fill_mask_and_gpt2(task, tmp_path, capsys):
+    if task == "gpt2":
+        backbone = kbert.models.GPT2(vocabulary_size=len(VOCABULARY), num_layers=1, num_heads=2, hidden_dim=16,
+                                     intermediate_dim=32, max_positions=32, end_id=0)
+        model = CausalLM(backbone)
+    else:
+        write_vocabulary(tmp_path)
+        model, _, _ = _models(WordPieceTokenizer(str(tmp_path / "vocab.txt")))[task]
+    with pytest.raises(ValueError, match=rf"^--text-pair is for a sentence-pair classifier; the model is a "
+                                         rf"{type(model).__name__}\.$"):
+        refuse_inapplicable(model, {"text": "bob", "text_pair": "alice"})
+    if task != "qa":
+        with pytest.raises(ValueError, match=rf"^--question is for question answering; the model is a "
+                                             rf"{type(model).__name__}\.$"):
+            refuse_inapplicable(model, {"text": "bob", "question": "who?"})
 
 
 @pytest.mark.parametrize("name", ["StructBertPretrainer", "SpanBertPretrainer", "ElectraPretrainer",

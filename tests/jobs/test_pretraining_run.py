@@ -181,6 +181,20 @@ def test_a_run_killed_at_a_random_step_ends_as_an_uninterrupted_one(uninterrupte
     assert sorted(os.listdir(tmp_path)) == RUN_FILES
 
 
+@pytest.mark.backend_independent  # the run's record of a complete run
+def test_the_same_command_again_finds_the_run_complete_and_trains_nothing(uninterrupted, corpus):
+    output, _ = uninterrupted
+    model = os.path.join(output, "model.keras")
+    saved = os.stat(model).st_mtime_ns
+    lines = []
+    again = run_pretraining(corpus=[corpus], output=output, log=lines.append, **RESUMED)
+    assert lines[0] == (f"{output} holds this run, complete: nothing to do (its metrics.json below; --overwrite "
+                        "trains again).")
+    with open(os.path.join(output, "metrics.json")) as f:
+        assert again == json.load(f)
+    assert os.stat(model).st_mtime_ns == saved
+
+
 @pytest.mark.backend_independent  # the run's record of its arguments
 def test_a_rerun_with_other_arguments_is_refused_naming_them(uninterrupted, corpus, capsys):
     output, _ = uninterrupted
