@@ -1,13 +1,13 @@
 import keras
 
-from kbert.arguments import one_of, positive_int, positive_number, probability
+from kbert.arguments import positive_int, positive_number, probability
 from kbert.layers.activations import get_activation, serialize_activation
 from kbert.layers.direct_call import DirectCall
-from kbert.layers.dropout import Dropout, apply_dropout, checked_dropout_prng
+from kbert.layers.dropout import Dropout, apply_dropout
 from kbert.layers.fused_dense import FusedDense
 from kbert.layers.initializers import clone_initializer
 from kbert.layers.layer_normalization import LayerNormalization
-from kbert.layers.multi_head_attention import ATTENTION_IMPLEMENTATIONS, MultiHeadAttention, probabilities_spec
+from kbert.layers.multi_head_attention import MultiHeadAttention, kernel_choices, probabilities_spec
 
 
 @keras.saving.register_keras_serializable(package="kbert")
@@ -82,10 +82,7 @@ class EncoderBlock(DirectCall, keras.layers.Layer):
         **kwargs,
     ):
         super().__init__(**kwargs)
-        self.attention_implementation = one_of(
-            "attention_implementation", attention_implementation, ATTENTION_IMPLEMENTATIONS
-        )
-        self.dropout_prng = checked_dropout_prng(dropout_prng)
+        self.attention_implementation, self.dropout_prng = kernel_choices(attention_implementation, dropout_prng)
         self.num_heads = positive_int("num_heads", num_heads)
         self.intermediate_dim = positive_int("intermediate_dim", intermediate_dim)
         self.dropout = probability("dropout", dropout)

@@ -105,10 +105,7 @@ class MultiHeadAttention(DirectCall, keras.layers.Layer):
         **kwargs,
     ):
         super().__init__(**kwargs)
-        self.attention_implementation = one_of(
-            "attention_implementation", attention_implementation, ATTENTION_IMPLEMENTATIONS
-        )
-        self.dropout_prng = checked_dropout_prng(dropout_prng)
+        self.attention_implementation, self.dropout_prng = kernel_choices(attention_implementation, dropout_prng)
         self.num_heads = positive_int("num_heads", num_heads)
         self.key_dim = positive_int("key_dim", key_dim)
         self.value_dim = positive_int("value_dim", key_dim if value_dim is None else value_dim)
@@ -357,3 +354,14 @@ def mask_heads(layer, x, head_mask, heads_axis=2):
 def probabilities_spec(query, keys, num_heads, dtype):
     """The symbolic attention probabilities `(batch, heads, query_length, key_length)` of a call."""
     return keras.KerasTensor((query.shape[0], num_heads, query.shape[1], keys.shape[1]), dtype)
+
+
+def kernel_choices(attention_implementation, dropout_prng):
+    """`(attention_implementation, dropout_prng)`, each checked: one of `ATTENTION_IMPLEMENTATIONS`, and None
+    or one of `kbert.layers.Dropout`'s generators (a one-line error otherwise).
+
+    >>> kernel_choices("explicit", None)
+    ('explicit', None)
+    """
+    return one_of("attention_implementation", attention_implementation, ATTENTION_IMPLEMENTATIONS), (
+        checked_dropout_prng(dropout_prng))

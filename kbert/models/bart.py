@@ -2,9 +2,9 @@
 
 import keras
 
-from kbert.arguments import one_of, positive_int, positive_number, probability
-from kbert.layers.multi_head_attention import ATTENTION_IMPLEMENTATIONS
-from kbert.layers.dropout import Dropout, checked_dropout_prng
+from kbert.arguments import positive_int, positive_number, probability
+from kbert.layers.multi_head_attention import kernel_choices
+from kbert.layers.dropout import Dropout
 from kbert.layers.language_model_head import LanguageModelHead
 from kbert.layers.layer_normalization import LayerNormalization
 from kbert.layers.position_embedding import PositionEmbedding
@@ -63,13 +63,8 @@ class BART(Backbone):
         layer_norm_epsilon: LayerNorm epsilon (1e-5).
         scale_embedding: multiply the token embeddings by `√d` (bart-base/large: no).
         initializer_range: standard deviation of the normal initialisation (0.02).
-        attention_implementation: the attention kernel of every layer, "auto",
-            "fused" or "explicit" (see `kbert.layers.MultiHeadAttention`;
-            docs/architecture.md §5).
-        dropout_prng: the JAX generator of every dropout mask, "threefry",
-            "philox4x32", "rbg" or "unsafe_rbg" (see `kbert.layers.Dropout`);
-            None: the process default (`KBERT_JAX_DROPOUT_PRNG`). Kept in the
-            config; no effect on TensorFlow and PyTorch.
+        attention_implementation: every layer's attention kernel (`kbert.layers.MultiHeadAttention`).
+        dropout_prng: every dropout's JAX generator, None for the process default (`kbert.layers.Dropout`).
         dtype: dtype policy.
 
     Example:
@@ -105,10 +100,7 @@ class BART(Backbone):
         self.set_transformer_sizes(
             vocabulary_size, num_layers, num_heads, hidden_dim, intermediate_dim
         )
-        self.attention_implementation = one_of(
-            "attention_implementation", attention_implementation, ATTENTION_IMPLEMENTATIONS
-        )
-        self.dropout_prng = checked_dropout_prng(dropout_prng)
+        self.attention_implementation, self.dropout_prng = kernel_choices(attention_implementation, dropout_prng)
         self.num_decoder_layers = positive_int(
             "num_decoder_layers", num_layers if num_decoder_layers is None else num_decoder_layers
         )

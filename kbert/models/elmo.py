@@ -45,10 +45,7 @@ class ELMo(Backbone):
         cell_clip: LSTM cell clip (3).
         projection_clip: LSTM projection clip (3).
         dropout: on the input of each LSTM layer while training (bilm-tf: 0.1).
-        dropout_prng: the JAX generator of every dropout mask, "threefry",
-            "philox4x32", "rbg" or "unsafe_rbg" (see `kbert.layers.Dropout`);
-            None: the process default (`KBERT_JAX_DROPOUT_PRNG`). Kept in the
-            config; no effect on TensorFlow and PyTorch.
+        dropout_prng: every dropout's JAX generator, None for the process default (`kbert.layers.Dropout`).
         dtype: dtype policy.
 
     Example:

@@ -3,10 +3,9 @@ import keras
 from kbert.arguments import head_counts, one_of, probability
 from kbert.input_checks import ids, mask
 from kbert.layers.bigbird_attention import BigBirdAttention
-from kbert.layers.dropout import checked_dropout_prng
 from kbert.layers.layer_normalization import LayerNormalization
 from kbert.layers.longformer_attention import LongformerAttention
-from kbert.layers.multi_head_attention import ATTENTION_IMPLEMENTATIONS, MultiHeadAttention
+from kbert.layers.multi_head_attention import MultiHeadAttention, kernel_choices
 from kbert.layers.pooler import Pooler
 from kbert.layers.text_embedding import TextEmbedding
 from kbert.layers.encoder_block import EncoderBlock
@@ -66,13 +65,8 @@ class Encoder(Backbone):
             of `num_layers` ints of at most `num_heads` (what
             `kbert.analysis.prune_heads` leaves); every head keeps the width
             `hidden_dim // num_heads`. None: `num_heads` in every layer.
-        attention_implementation: the attention kernel of every layer, "auto",
-            "fused" or "explicit" (see `kbert.layers.MultiHeadAttention`;
-            docs/architecture.md §5).
-        dropout_prng: the JAX generator of every dropout mask, "threefry",
-            "philox4x32", "rbg" or "unsafe_rbg" (see `kbert.layers.Dropout`);
-            None: the process default (`KBERT_JAX_DROPOUT_PRNG`). Kept in the
-            config; no effect on TensorFlow and PyTorch.
+        attention_implementation: every layer's attention kernel (`kbert.layers.MultiHeadAttention`).
+        dropout_prng: every dropout's JAX generator, None for the process default (`kbert.layers.Dropout`).
         dtype: dtype policy, e.g. `"mixed_bfloat16"`.
 
     Left out (or None), `padding_mask` means nothing is padded: the layers
@@ -151,10 +145,7 @@ class Encoder(Backbone):
         self.initializer_range = initializer_range
         self.attention = attention
         self.attention_kwargs = _copy_attention_kwargs(attention_kwargs, num_layers)
-        self.attention_implementation = one_of(
-            "attention_implementation", attention_implementation, ATTENTION_IMPLEMENTATIONS
-        )
-        self.dropout_prng = checked_dropout_prng(dropout_prng)
+        self.attention_implementation, self.dropout_prng = kernel_choices(attention_implementation, dropout_prng)
         self.heads_per_layer = _checked_heads_per_layer(
             heads_per_layer, num_layers, num_heads, share_layers
         )

@@ -3,12 +3,12 @@
 import keras
 from keras import ops
 
-from kbert.arguments import one_of, positive_int, probability
-from kbert.layers.multi_head_attention import ATTENTION_IMPLEMENTATIONS
+from kbert.arguments import positive_int, probability
+from kbert.layers.multi_head_attention import kernel_choices
 from kbert.backend.ops import take_indices
 from kbert.input_checks import ids, mask
 from kbert.layers.attention_mask import causal_padding_mask
-from kbert.layers.dropout import Dropout, apply_dropout, checked_dropout_prng
+from kbert.layers.dropout import Dropout, apply_dropout
 from kbert.layers.layer_normalization import LayerNormalization
 from kbert.layers.position_embedding import PositionEmbedding
 from kbert.layers.reversible_embedding import ReversibleEmbedding
@@ -64,13 +64,8 @@ class GPT2(Backbone):
             probabilities (GPT-2: 0.1).
         layer_norm_epsilon: LayerNorm epsilon (1e-5).
         end_id: the end-of-text id generation stops at (also the pad id).
-        attention_implementation: the attention kernel of every layer, "auto",
-            "fused" or "explicit" (see `kbert.layers.MultiHeadAttention`;
-            docs/architecture.md §5).
-        dropout_prng: the JAX generator of every dropout mask, "threefry",
-            "philox4x32", "rbg" or "unsafe_rbg" (see `kbert.layers.Dropout`);
-            None: the process default (`KBERT_JAX_DROPOUT_PRNG`). Kept in the
-            config; no effect on TensorFlow and PyTorch.
+        attention_implementation: every layer's attention kernel (`kbert.layers.MultiHeadAttention`).
+        dropout_prng: every dropout's JAX generator, None for the process default (`kbert.layers.Dropout`).
         dtype: dtype policy.
 
     Example:
@@ -107,10 +102,7 @@ class GPT2(Backbone):
         self.max_positions = positive_int("max_positions", max_positions)
         self.dropout = probability("dropout", dropout)
         self.layer_norm_epsilon = layer_norm_epsilon
-        self.attention_implementation = one_of(
-            "attention_implementation", attention_implementation, ATTENTION_IMPLEMENTATIONS
-        )
-        self.dropout_prng = checked_dropout_prng(dropout_prng)
+        self.attention_implementation, self.dropout_prng = kernel_choices(attention_implementation, dropout_prng)
         if not 0 <= end_id < vocabulary_size:
             raise ValueError(f"end_id must be in [0, {vocabulary_size}); received {end_id}.")
         self.end_id = int(end_id)

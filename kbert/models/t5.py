@@ -4,12 +4,12 @@ import keras
 import numpy as np
 from keras import ops
 
-from kbert.arguments import head_counts, one_of, positive_int, probability
-from kbert.layers.multi_head_attention import ATTENTION_IMPLEMENTATIONS
+from kbert.arguments import head_counts, positive_int, probability
+from kbert.layers.multi_head_attention import kernel_choices
 from kbert.input_checks import ids, mask
 from kbert.backend.ops import causal_mask
 from kbert.layers.attention_mask import fold_padding_mask
-from kbert.layers.dropout import Dropout, apply_dropout, checked_dropout_prng
+from kbert.layers.dropout import Dropout, apply_dropout
 from kbert.layers.fused_dense import FusedDense
 from kbert.layers.relative_position_bias import RelativePositionBias
 from kbert.layers.reversible_embedding import ReversibleEmbedding
@@ -78,13 +78,8 @@ class T5(Backbone):
             its position bias.
         cross_attention_heads_per_layer: the cross-attention heads of each
             decoder layer (a list of counts); None: `num_heads` each.
-        attention_implementation: the attention kernel of every layer, "auto",
-            "fused" or "explicit" (see `kbert.layers.MultiHeadAttention`;
-            docs/architecture.md §5).
-        dropout_prng: the JAX generator of every dropout mask, "threefry",
-            "philox4x32", "rbg" or "unsafe_rbg" (see `kbert.layers.Dropout`);
-            None: the process default (`KBERT_JAX_DROPOUT_PRNG`). Kept in the
-            config; no effect on TensorFlow and PyTorch.
+        attention_implementation: every layer's attention kernel (`kbert.layers.MultiHeadAttention`).
+        dropout_prng: every dropout's JAX generator, None for the process default (`kbert.layers.Dropout`).
         dtype: dtype policy.
 
     Example:
@@ -133,10 +128,7 @@ class T5(Backbone):
             vocabulary_size, num_layers, num_heads, hidden_dim, intermediate_dim, key_dim
         )
         self.key_dim = positive_int("key_dim", key_dim, optional=True)
-        self.attention_implementation = one_of(
-            "attention_implementation", attention_implementation, ATTENTION_IMPLEMENTATIONS
-        )
-        self.dropout_prng = checked_dropout_prng(dropout_prng)
+        self.attention_implementation, self.dropout_prng = kernel_choices(attention_implementation, dropout_prng)
         self.num_decoder_layers = positive_int(
             "num_decoder_layers", num_layers if num_decoder_layers is None else num_decoder_layers
         )

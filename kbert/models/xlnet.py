@@ -87,10 +87,7 @@ class XLNet(Backbone):
         clamp_length: clamp relative distances, -1 for none.
         memory_length: the memory kept for the next segment (transformers'
             `mem_len`), or None.
-        dropout_prng: the JAX generator of every dropout mask, "threefry",
-            "philox4x32", "rbg" or "unsafe_rbg" (see `kbert.layers.Dropout`);
-            None: the process default (`KBERT_JAX_DROPOUT_PRNG`). Kept in the
-            config; no effect on TensorFlow and PyTorch.
+        dropout_prng: every dropout's JAX generator, None for the process default (`kbert.layers.Dropout`).
         dtype: dtype policy.
 
     Example:
