@@ -7,6 +7,7 @@ from kbert.layers.cached_multi_head_attention import CachedMultiHeadAttention
 from kbert.layers.causal_decoder_block import CausalDecoderBlock
 from kbert.layers.character_cnn import CharacterCNN
 from kbert.layers.cross_attention_decoder_block import CrossAttentionDecoderBlock
+from kbert.layers.dropout import Dropout
 from kbert.layers.encoder_block import EncoderBlock
 from kbert.layers.fused_dense import FusedDense
 from kbert.layers.highway import Highway
@@ -35,6 +36,7 @@ __all__ = [
     "CausalDecoderBlock",
     "CharacterCNN",
     "CrossAttentionDecoderBlock",
+    "Dropout",
     "EncoderBlock",
     "FusedDense",
     "Highway",
