@@ -25,9 +25,10 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from finetuning_data import write_checkpoint, write_t5_checkpoint, write_task_files  # noqa: E402
 
 BACKEND = keras.backend.backend()
-# The tests that run JAX only in subprocesses go in the PyTorch run of the suite,
-# the shortest of the three (the JAX run is the longest).
-SUBPROCESS_RUN = "torch"
+# The tests that run JAX only in subprocesses go in the JAX run of the suite: it runs as two
+# processes and ends first, while the PyTorch run holds every backend-independent test; the
+# subprocesses share the JAX run's compilation cache (tests/conftest.py).
+SUBPROCESS_RUN = "jax"
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 TOLERANCE = 1e-5
 TIME_LIMIT = 600  # seconds a subprocess may take before the test fails (not a speed check)
