@@ -41,7 +41,7 @@ SPARSE = {"bigbird": {"attention_kwargs": {"block_size": 2, "num_random_blocks":
 
 
 def _tokenizer(kind, folder):
-    if kind in ("bert", "bigbird", "longformer"):
+    if kind in ("bert", "albert", "electra", "distilbert", "bigbird", "longformer"):
         write_vocabulary(folder)
         return WordPieceTokenizer(str(folder / "vocab.txt"))
     if kind == "roberta":
@@ -59,7 +59,8 @@ def _model(name, folder):
     if family == "xlnet":
         backbone = kbert.models.build("xlnet_tiny", vocabulary_size=size, **SIZES)
     else:
-        preset = {"bert": "bert_tiny", "roberta": "roberta_base", "bigbird": "bigbird_base",
+        preset = {"bert": "bert_tiny", "roberta": "roberta_base", "albert": "albert_base",
+                  "electra": "electra_small", "distilbert": "distilbert_base", "bigbird": "bigbird_base",
                   "longformer": "longformer_base"}[family]
         backbone = kbert.models.build(preset, vocabulary_size=size, max_positions=24, **SPARSE.get(family, {}),
                                       **SIZES)
@@ -86,8 +87,8 @@ def _probabilities(model, logits):
     return exponentials / exponentials.sum(axis=-1, keepdims=True)
 
 
-NAMES = ["bert_classifier", "roberta_classifier", "xlnet_classifier", "bigbird_classifier", "longformer_classifier",
-         "bert_tagger", "xlnet_tagger"]
+NAMES = [*(f"{family}_classifier" for family in ("bert", "roberta", "albert", "electra", "distilbert", "xlnet",
+                                                 "bigbird", "longformer")), "bert_tagger", "xlnet_tagger"]
 
 
 @pytest.mark.skipif(BACKEND != "tensorflow", reason="the SavedModel is made on TensorFlow")
