@@ -93,6 +93,7 @@ def test_the_layer_choice_wins_over_the_environment(monkeypatch):
         assert str(jax.random.key(0, impl=impl).dtype) in step
 
 
+@pytest.mark.backend_independent  # the config
 def test_the_choice_is_kept_in_the_config_and_old_configs_load_as_the_default():
     config = Dropout(0.5, dropout_prng="rbg").get_config()
     assert Dropout.from_config(config).dropout_prng == "rbg"
@@ -127,6 +128,7 @@ def _dropout_prngs(layer, seen=None):
     return found
 
 
+@pytest.mark.backend_independent  # the config's threading, the same on every backend
 @pytest.mark.parametrize("family", BACKBONES)
 def test_a_backbone_passes_its_choice_to_every_dropout_and_keeps_it(family):
     model = BACKBONES[family](dropout_prng="unsafe_rbg")
@@ -136,6 +138,7 @@ def test_a_backbone_passes_its_choice_to_every_dropout_and_keeps_it(family):
     assert _dropout_prngs(BACKBONES[family]()) == {None}
 
 
+@pytest.mark.backend_independent  # the saved config
 def test_a_saved_model_keeps_its_choice(tmp_path):
     path = str(tmp_path / "model.keras")
     BACKBONES["bert"](dropout_prng="philox4x32").save(path)
@@ -143,6 +146,7 @@ def test_a_saved_model_keeps_its_choice(tmp_path):
     assert loaded.dropout_prng == "philox4x32" and _dropout_prngs(loaded) == {"philox4x32"}
 
 
+@pytest.mark.backend_independent  # argument checking
 def test_an_unknown_choice_is_refused_in_one_line():
     with pytest.raises(ValueError, match=r"dropout_prng must be None or one of .*received 'mersenne'"):
         Dropout(0.5, dropout_prng="mersenne")
