@@ -55,6 +55,28 @@ class Task(InputChecks, keras.Model):
         check_inputs(self, inputs)
         return super().__call__(inputs, *args, **kwargs)
 
+    def compile(self, *args, jit_compile="auto", **kwargs):
+        """Keras' `compile`; a `jit_compile="auto"` is saved as "auto", to resolve again where the model loads.
+
+        Keras saves what "auto" resolved to on this backend (True on JAX), so a
+        model compiled on JAX would load on PyTorch with `torch.compile` on, and
+        on TensorFlow with XLA on.
+        """
+        super().compile(*args, jit_compile=jit_compile, **kwargs)
+        self._saved_jit_compile = jit_compile
+
+    def get_compile_config(self):
+        config = super().get_compile_config()
+        if config and getattr(self, "_saved_jit_compile", None) == "auto":
+            config["jit_compile"] = "auto"
+        return config
+
+    def compile_from_config(self, config):
+        """Keras' `compile_from_config`, which skips models that override `compile` as this class does."""
+        self.compile(**keras.saving.deserialize_keras_object(config))
+        if self.built:
+            self.optimizer.build(self.trainable_variables)
+
     def make_train_function(self, force=False):
         """Keras' training step; under `jit_compile=True` on PyTorch, one `torch.compile` graph.
 

@@ -27,6 +27,18 @@ def test_task_config_serializes_the_backbone_and_round_trips():
     assert copy.units == 3 and copy.backbone.num_layers == 1
 
 
+def test_jit_compile_auto_is_saved_as_auto_and_resolves_again_on_load(tmp_path):
+    model = _Scorer(kbert.models.bert_tiny(num_layers=1, vocabulary_size=20))
+    model({"token_ids": np.ones((1, 4), "int32"), "padding_mask": np.ones((1, 4), "int32")})
+    model.compile(optimizer="adam", loss="mse")  # jit_compile="auto": True on JAX and TensorFlow, False on PyTorch
+    assert model.get_compile_config()["jit_compile"] == "auto"
+    model.save(tmp_path / "auto.keras")
+    loaded = keras.saving.load_model(tmp_path / "auto.keras")
+    assert loaded.jit_compile == model.jit_compile and loaded.get_compile_config()["jit_compile"] == "auto"
+    model.compile(optimizer="adam", loss="mse", jit_compile=False)
+    assert model.get_compile_config()["jit_compile"] is False
+
+
 def test_require_keys_names_what_is_missing():
     with pytest.raises(ValueError, match=r"Model targets lack \['b'\]"):
         require_keys({"a": 1}, ("a", "b"), "targets", "Model")
