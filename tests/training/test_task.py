@@ -29,7 +29,7 @@ def test_task_config_serializes_the_backbone_and_round_trips():
 
 def test_jit_compile_auto_is_saved_as_auto_and_resolves_again_on_load(tmp_path):
     model = _Scorer(kbert.models.bert_tiny(num_layers=1, vocabulary_size=20))
-    model({"token_ids": np.ones((1, 4), "int32"), "padding_mask": np.ones((1, 4), "int32")})
+    model({name: np.ones((1, 4), "int32") for name in ("token_ids", "padding_mask", "segment_ids")})
     model.compile(optimizer="adam", loss="mse")  # jit_compile="auto": True on JAX and TensorFlow, False on PyTorch
     assert model.get_compile_config()["jit_compile"] == "auto"
     model.save(tmp_path / "auto.keras")
