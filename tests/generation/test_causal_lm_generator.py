@@ -1,4 +1,4 @@
-"""CausalLMGenerator against step-by-step NumPy loops over each prompt alone (no padding,
+"""CausalLMGenerator against step-by-step NumPy loops over each prompt alone (no left padding,
 no cache: `GPT2.decode` on the whole text so far). Its parity with transformers'
 `generate` is in tests/checkpoints/test_gpt2_converter.py; the samplers themselves
 are checked in tests/generation/test_samplers.py.
@@ -50,9 +50,12 @@ def greedy(gpt2):
 
 
 def log_probabilities(gpt2, text):
-    """log p(next | text) `(vocab,)` of one unpadded row."""
-    text = np.asarray(text, "int32")[None]
-    logits = keras.ops.convert_to_numpy(gpt2.decode(text, np.ones_like(text)))[0, -1]
+    """log p(next | text) `(vocab,)` of one row, padded on the right to the model's positions (the causal
+    mask keeps the padding out of the text's logits; one shape, so that JAX compiles each eager op once)."""
+    ids = np.full((1, gpt2.max_positions), END, "int32")
+    mask = np.zeros_like(ids)
+    ids[0, : len(text)], mask[0, : len(text)] = text, 1
+    logits = keras.ops.convert_to_numpy(gpt2.decode(ids, mask))[0, len(text) - 1]
     logits = logits.astype(np.float64) - logits.max()
     return logits - np.log(np.exp(logits).sum())
 
