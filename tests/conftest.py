@@ -11,6 +11,12 @@ Two things keep the suite's three runs (one per backend) short:
   every backend: reads files, parses code, starts a job that stops before Keras
   computes anything) runs in one run only, `INDEPENDENT_RUN`'s.
 
+A test marked `@pytest.mark.rotated(reason)` (a learning check: a few steps lower the loss) runs in one
+backend's run, picked from its test id by `rotation_backend` (a fixed rotation, so that a failure
+reproduces; `KBERT_ROTATION=all` runs it on every backend): the check is of the objective and the
+recipe, and every backend still meets a share of them; each backend's training step itself is
+checked on every backend by the harnesses' `fit_step`.
+
 `KBERT_TEST_SHARD=k/n` keeps the test files of shard k of n (the sorted
 files, every n-th from the k-th), so that `scripts/test.sh` can run the
 slowest backend's suite as two processes; a fixed split, so a failure
@@ -26,6 +32,7 @@ import functools
 import importlib.util
 import os
 import signal
+import zlib
 
 FAST_COMPILE = "--xla_backend_optimization_level=0 --xla_llvm_disable_expensive_passes=true"
 os.environ["XLA_FLAGS"] = f"{os.environ.get('XLA_FLAGS', '')} {FAST_COMPILE}".strip()
@@ -50,6 +57,7 @@ from kbert.backend import fast_paths  # noqa: E402
 from kbert.backend.imports import quiet_import  # noqa: E402
 
 INDEPENDENT_RUN = "torch"
+BACKENDS = ("tensorflow", "jax", "torch")
 
 # `keras.utils.set_random_seed` also seeds TensorFlow whenever it is installed,
 # importing it on every backend; import it here with its start-up lines kept
@@ -62,6 +70,7 @@ if importlib.util.find_spec("tensorflow") is not None:
 def pytest_configure(config):
     config.addinivalue_line("markers", "backend_independent: the test runs in one backend's run only")
     config.addinivalue_line("markers", "fast_paths_both_ways: on PyTorch, run with the fast paths on and off")
+    config.addinivalue_line("markers", "rotated(reason): the test runs in one backend's run, by a fixed rotation")
     config.addinivalue_line("markers", "slow(reason): the test takes over 20 s on a backend; the reason says why "
                             "(it still runs in `make test`)")
 
@@ -93,6 +102,11 @@ def _shard(items, shard):
     return [item for item in items if item.path in kept], [item for item in items if item.path not in kept]
 
 
+def rotation_backend(nodeid):
+    """The backend whose run runs the `rotated` test `nodeid` (its path and name, parameters included)."""
+    return BACKENDS[zlib.crc32(nodeid.encode()) % len(BACKENDS)]
+
+
 def pytest_collection_modifyitems(config, items):
     shard = os.environ.get("KBERT_TEST_SHARD")
     if shard:
@@ -105,6 +119,10 @@ def pytest_collection_modifyitems(config, items):
             item.user_properties.append(("slow", slow.kwargs.get("reason") or "; ".join(slow.args)))
         if keras.backend.backend() != INDEPENDENT_RUN and item.get_closest_marker("backend_independent"):
             item.add_marker(skip)
+        if item.get_closest_marker("rotated") and os.environ.get("KBERT_ROTATION") != "all":
+            backend = rotation_backend(item.nodeid)
+            if backend != keras.backend.backend():
+                item.add_marker(pytest.mark.skip(reason=f"rotated: runs in the {backend} run of the suite"))
 
 
 @pytest.fixture(autouse=True)

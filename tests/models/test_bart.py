@@ -99,6 +99,7 @@ def test_backbone_harness(check, tmp_path):
     run_backbone_check(check, case, tmp_path)
 
 
+@pytest.mark.rotated(reason="a learning check: one backend per run of the suite (tests/conftest.py)")
 @pytest.mark.slow(reason="enough steps for the loss to fall")
 def test_fine_tuning_through_seq2seq_lm_lowers_the_loss():
     keras.utils.set_random_seed(0)

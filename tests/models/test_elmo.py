@@ -128,6 +128,7 @@ def test_bad_input_is_named():
         ELMo(**SMALL, dropout=1.5)
 
 
+@pytest.mark.rotated(reason="a learning check: one backend per run of the suite (tests/conftest.py)")
 def test_frozen_features_through_scalar_mix_train_a_token_head():
     """The feature-based route (docs/algorithms.md §14): frozen ELMo → ScalarMix → a token-level head."""
     from kbert.text import character_ids

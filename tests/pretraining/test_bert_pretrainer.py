@@ -112,6 +112,7 @@ def test_zero_weight_slots_do_not_count():
     [("nsp", {}), ("sop", {"embedding_dim": 8, "share_layers": True})],
     ids=["bert_nsp", "albert_sop"],
 )
+@pytest.mark.rotated(reason="a learning check: one backend per run of the suite (tests/conftest.py)")
 @pytest.mark.slow(reason="enough steps for the loss to fall")
 def test_short_training_run_lowers_the_loss(pair_objective, variant):
     model = BertPretrainer(kbert.models.Encoder(**TINY, **variant), pair_objective=pair_objective)

@@ -38,6 +38,7 @@ def test_the_loss_is_the_mean_of_the_shifted_forward_and_backward_losses():
     assert float(to_numpy(model.forward_lm_loss_tracker.result())) == pytest.approx(forward, abs=1e-5)
 
 
+@pytest.mark.rotated(reason="a learning check: one backend per run of the suite (tests/conftest.py)")
 @pytest.mark.slow(reason="enough steps for both directions' losses to fall")
 def test_a_few_steps_lower_the_loss_of_both_directions():
     vocabulary = learn_word_vocabulary(TEXT, 20)

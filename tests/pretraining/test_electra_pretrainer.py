@@ -138,6 +138,7 @@ def test_loss_is_mlm_plus_50_times_the_detection_loss():
     np.testing.assert_allclose(tracked, detection, rtol=1e-5)
 
 
+@pytest.mark.rotated(reason="a learning check: one backend per run of the suite (tests/conftest.py)")
 @pytest.mark.slow(reason="enough steps for the loss to fall")
 def test_short_training_run_lowers_the_loss():
     model = make_model()

@@ -94,6 +94,7 @@ def test_sbo_reads_the_sequence_output():
     assert_close(model(x)["sbo_logits"], expected, atol=1e-6)
 
 
+@pytest.mark.rotated(reason="a learning check: one backend per run of the suite (tests/conftest.py)")
 def test_short_training_run_lowers_the_loss():
     model = SpanBertPretrainer(kbert.models.Encoder(**TINY))
     x, y = make_batch(batch=8)

@@ -4,6 +4,7 @@ StructBertPretrainer, statistically and exactly."""
 
 import keras
 import numpy as np
+import pytest
 import tensorflow as tf
 from test_pretraining_dataset import CLS, PAD, SEP, batches, make_dataset
 
@@ -122,6 +123,7 @@ def test_structbert_dataset_static_shapes_and_targets():
     assert set(labels) == {0, 1, 2} and shuffled_slots > 0
 
 
+@pytest.mark.rotated(reason="a learning check: one backend per run of the suite (tests/conftest.py)")
 def test_short_structbert_run_lowers_the_loss():
     x, y = batches(make_dataset("structbert", sequence_length=32), limit=1)[0]
     backbone = kbert.models.bert_tiny(vocabulary_size=2000, num_layers=1, hidden_dim=32,

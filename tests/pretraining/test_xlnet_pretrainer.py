@@ -3,6 +3,7 @@ permutation-LM run on pretraining_dataset(objective="plm") that learns, save/loa
 
 import keras
 import numpy as np
+import pytest
 from test_pretraining_dataset import batches, make_dataset
 
 import kbert
@@ -36,6 +37,7 @@ def test_logits_are_the_tied_head_on_the_query_stream_and_the_loss_is_numpy():
     np.testing.assert_allclose(loss, expected, rtol=1e-4)
 
 
+@pytest.mark.rotated(reason="a learning check: one backend per run of the suite (tests/conftest.py)")
 def test_short_permutation_lm_run_lowers_the_loss():
     model = XLNetPretrainer(kbert.models.xlnet_tiny(**TINY))
     x, y = plm_batch()

@@ -60,6 +60,7 @@ def test_compute_loss_predicts_the_next_real_token(lm):
     )
 
 
+@pytest.mark.rotated(reason="a learning check: one backend per run of the suite (tests/conftest.py)")
 def test_fit_learns_and_reports_the_next_token_metrics():
     lm = CausalLM(GPT2(**TINY))
     lm.compile(optimizer=keras.optimizers.Adam(3e-2))

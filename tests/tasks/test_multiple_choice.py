@@ -87,6 +87,7 @@ def _marked_choice_data(seed, batch):
     return x, {"labels": labels}
 
 
+@pytest.mark.rotated(reason="a learning check: one backend per run of the suite (tests/conftest.py)")
 def test_fine_tune_learns_the_marked_choice():
     model = MultipleChoice(tiny_encoder(), CHOICES, dropout=0.0)
     history = fine_tune(model, *_marked_choice_data(seed=10, batch=128), epochs=4)

@@ -57,6 +57,7 @@ def test_compute_loss_ignores_pad_targets(lm):
     assert float(to_numpy(weighted)) == pytest.approx(np_token_loss(logits, targets, weights), rel=1e-5)
 
 
+@pytest.mark.rotated(reason="a learning check: one backend per run of the suite (tests/conftest.py)")
 def test_fit_with_teacher_forcing_learns():
     # v1.1 (gated feed-forward, untied head); v1.0's blocks train in the layer tests.
     lm = Seq2SeqLM(T5(**{**TINY, "num_layers": 2, "num_decoder_layers": None,

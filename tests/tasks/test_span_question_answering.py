@@ -130,6 +130,7 @@ def _marker_spans(seed, batch):
     return x, {"start_positions": starts, "end_positions": ends}
 
 
+@pytest.mark.rotated(reason="a learning check: one backend per run of the suite (tests/conftest.py)")
 def test_fine_tune_learns_marked_spans():
     model = SpanQuestionAnswering(tiny_encoder(use_pooler=False))
     history = fine_tune(model, *_marker_spans(seed=10, batch=128), epochs=5)

@@ -105,6 +105,7 @@ def _token_7_data(seed, batch):
     return x, {"labels": labels}
 
 
+@pytest.mark.rotated(reason="a learning check: one backend per run of the suite (tests/conftest.py)")
 def test_fine_tune_learns_whether_token_7_occurs():
     model = TextClassifier(tiny_encoder(), num_classes=2, dropout=0.0)
     history = fine_tune(model, *_token_7_data(seed=10, batch=128), epochs=8)

@@ -85,6 +85,7 @@ def _tagging_data(seed, batch):
     return x, {"labels": labels}
 
 
+@pytest.mark.rotated(reason="a learning check: one backend per run of the suite (tests/conftest.py)")
 def test_fine_tune_learns_tags_from_token_ids():
     model = TokenClassifier(tiny_encoder(use_pooler=False), num_labels=3, dropout=0.0)
     history = fine_tune(model, *_tagging_data(seed=10, batch=64), epochs=6)

@@ -2,6 +2,7 @@
 left padding) and learns; TokenClassifier learns tags; both compiled."""
 
 import numpy as np
+import pytest
 from helpers import to_numpy
 from task_testing import LENGTH, VOCABULARY, fine_tune
 
@@ -35,6 +36,7 @@ def test_text_classifier_reads_the_last_token():
     np.testing.assert_allclose(to_numpy(pooled(x)), expected, atol=1e-5)
 
 
+@pytest.mark.rotated(reason="a learning check: one backend per run of the suite (tests/conftest.py)")
 def test_text_classifier_learns_on_xlnet():
     """The label is the parity of the last token: read straight from the summary."""
     model = TextClassifier(tiny_xlnet(), num_classes=2, hidden_activation="tanh", dropout=0.0)
@@ -47,6 +49,7 @@ def test_text_classifier_learns_on_xlnet():
     assert accuracy >= 0.9
 
 
+@pytest.mark.rotated(reason="a learning check: one backend per run of the suite (tests/conftest.py)")
 def test_token_classifier_learns_on_xlnet():
     model = TokenClassifier(tiny_xlnet(), num_labels=3, dropout=0.0)
 
