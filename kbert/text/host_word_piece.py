@@ -29,6 +29,8 @@ class HostWordPiece:
     >>> tokenizer = WordPieceTokenizer(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "the", "cat", "##s", "!"])
     >>> HostWordPiece(tokenizer)(["The cats!", "the [MASK] dogs"])
     [[5, 6, 7, 8], [5, 4, 1]]
+    >>> HostWordPiece(tokenizer).tokenize_with_offsets(["The cats!"])
+    ([[5, 6, 7, 8]], [[0, 4, 7, 8]], [[3, 7, 8, 9]])
     """
 
     def __init__(self, tokenizer):
@@ -49,3 +51,10 @@ class HostWordPiece:
     def __call__(self, texts):
         """The token ids of each of `texts` (a list of strings): a list of lists, no special tokens added."""
         return [encoding.ids for encoding in self._host.encode_batch(list(texts), add_special_tokens=False)]
+
+    def tokenize_with_offsets(self, texts):
+        """`(ids, starts, ends)`, lists of lists: `WordPieceTokenizer.tokenize_with_offsets` of `texts`,
+        each token's `[start, end)` span in characters of its text."""
+        encodings = self._host.encode_batch(list(texts), add_special_tokens=False)
+        return ([encoding.ids for encoding in encodings], [[start for start, _ in e.offsets] for e in encodings],
+                [[end for _, end in e.offsets] for e in encodings])

@@ -8,19 +8,20 @@ loading the one file is enough. The task models' text-level calls
 (`TextClassifier.classify`, `TokenClassifier.tag`, ...) use it to turn
 strings into their inputs and their outputs back into text.
 
-The tokenizers are TensorFlow ops. Under JAX or PyTorch, `encode` and
-`token_ids` of a WordPiece vocabulary run on the host instead, with the
-same ids and packing (`HostWordPiece`, `pair_packing.pack_rows`), so that
-a process that only predicts (`kbert predict`) never imports TensorFlow.
+The tokenizers are TensorFlow ops. Under JAX or PyTorch, `encode`,
+`encode_with_offsets` and `token_ids` of a WordPiece vocabulary run on the
+host instead, with the same ids, offsets and packing (`HostWordPiece`,
+`pair_packing.pack_rows`), so that a process that only predicts
+(`kbert predict`) never imports TensorFlow.
 """
 
 import importlib
 import importlib.util
 
-import keras
 import numpy as np
 
 from kbert.backend.imports import lazy_import
+from kbert.backend.ops import tokenizes_on_host
 from kbert.text.pair_packing import pack_rows
 
 tf = lazy_import("tensorflow")
@@ -103,9 +104,10 @@ class TextPreprocessor:
         return f"LABEL_{index}"
 
     def host_tokenizer(self):
-        """The `HostWordPiece` that `encode` and `token_ids` tokenize with, or `None` where they use the
-        tokenizer's TensorFlow ops: on TensorFlow, for SentencePiece and BPE, without `tokenizers`."""
-        if (keras.backend.backend() == "tensorflow" or type(self.tokenizer).__name__ != "WordPieceTokenizer"
+        """The `HostWordPiece` that `encode`, `encode_with_offsets` and `token_ids` tokenize with, or `None`
+        where they use the tokenizer's TensorFlow ops: on TensorFlow (`kbert.backend.ops.tokenizes_on_host`),
+        for SentencePiece and BPE, without `tokenizers`."""
+        if (not tokenizes_on_host() or type(self.tokenizer).__name__ != "WordPieceTokenizer"
                 or importlib.util.find_spec("tokenizers") is None):
             return None
         if getattr(self, "_host", (None,))[0] is not self.tokenizer:  # built once per tokenizer
@@ -181,13 +183,18 @@ class TextPreprocessor:
             raise ValueError(f"{type(self.tokenizer).__name__} gives no character offsets; tagging needs "
                              "a WordPiece or SentencePiece tokenizer.")
         start, end, pad = _special_ids(self.tokenizer)
-        ids, starts, ends = self.tokenizer.tokenize_with_offsets(tf.constant(texts, tf.string))
+        host = self.host_tokenizer()
+        if host is not None:
+            ids, starts, ends = host.tokenize_with_offsets(texts)
+        else:
+            ids, starts, ends = (ragged.to_list() for ragged in
+                                 self.tokenizer.tokenize_with_offsets(tf.constant(texts, tf.string)))
         room = self.sequence_length - 2
         inputs = {name: np.zeros((len(texts), self.sequence_length), np.int32)
                   for name in ("token_ids", "segment_ids", "padding_mask")}
         inputs["token_ids"][:] = pad
         offsets = np.full((len(texts), self.sequence_length, 2), -1, np.int32)
-        for row, (row_ids, row_starts, row_ends) in enumerate(zip(ids.to_list(), starts.to_list(), ends.to_list())):
+        for row, (row_ids, row_starts, row_ends) in enumerate(zip(ids, starts, ends)):
             count = min(len(row_ids), room)
             inputs["token_ids"][row, : count + 2] = [start, *row_ids[:count], end]
             inputs["padding_mask"][row, : count + 2] = 1

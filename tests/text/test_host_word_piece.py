@@ -54,6 +54,16 @@ def test_host_ids_equal_the_tensorflow_ids(lowercase, strip_accents, split_on_cj
     assert tokenizer.mask_id in host(["the [MASK] sat"])[0]
 
 
+@pytest.mark.parametrize("lowercase", [True, False], ids=["uncased", "cased"])
+def test_host_offsets_equal_the_tensorflow_offsets(lowercase):
+    tokenizer = WordPieceTokenizer(VOCABULARY, lowercase=lowercase)
+    mine = HostWordPiece(tokenizer).tokenize_with_offsets(ALL_TEXTS)
+    theirs = [ragged.to_list() for ragged in tokenizer.tokenize_with_offsets(tf.constant(ALL_TEXTS))]
+    for name, a, b in zip(("ids", "starts", "ends"), mine, theirs):
+        for text, row_a, row_b in zip(ALL_TEXTS, a, b):
+            assert row_a == row_b, (name, text)
+
+
 def test_host_ids_with_a_short_word_limit_and_another_unknown_token():
     vocabulary = [token if token != "[UNK]" else "<unk>" for token in VOCABULARY]
     tokenizer = WordPieceTokenizer(vocabulary, max_chars_per_word=5, unknown_token="<unk>")
