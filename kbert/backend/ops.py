@@ -194,6 +194,16 @@ def compiles_training_steps():
     return keras.backend.backend() == "torch"
 
 
+def tokenizes_on_host():
+    """Whether the text-level calls tokenize on the host rather than with TensorFlow ops: every backend but
+    TensorFlow's, which has TensorFlow loaded already (`kbert.text.TextPreprocessor`).
+
+    >>> isinstance(tokenizes_on_host(), bool)
+    True
+    """
+    return keras.backend.backend() != "tensorflow"
+
+
 def compiled_training_step(step, optimizer, variables):
     """Keras' eager training step `step` compiled as one graph where `compiles_training_steps()`.
 

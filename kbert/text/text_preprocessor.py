@@ -7,14 +7,22 @@ config holds the tokenizer's whole vocabulary (`get_config` of
 loading the one file is enough. The task models' text-level calls
 (`TextClassifier.classify`, `TokenClassifier.tag`, ...) use it to turn
 strings into their inputs and their outputs back into text.
+
+The tokenizers are TensorFlow ops. Under JAX or PyTorch, `encode`,
+`encode_with_offsets` and `token_ids` of a WordPiece vocabulary run on the
+host instead, with the same ids, offsets and packing (`HostWordPiece`,
+`pair_packing.pack_rows`), so that a process that only predicts
+(`kbert predict`) never imports TensorFlow.
 """
 
 import importlib
+import importlib.util
 
 import numpy as np
 
 from kbert.backend.imports import lazy_import
-from kbert.text.segment_packer import SegmentPacker
+from kbert.backend.ops import tokenizes_on_host
+from kbert.text.pair_packing import pack_rows
 
 tf = lazy_import("tensorflow")
 
@@ -95,9 +103,28 @@ class TextPreprocessor:
             return self.labels[index]
         return f"LABEL_{index}"
 
+    def host_tokenizer(self):
+        """The `HostWordPiece` that `encode`, `encode_with_offsets` and `token_ids` tokenize with, or `None`
+        where they use the tokenizer's TensorFlow ops: on TensorFlow (`kbert.backend.ops.tokenizes_on_host`),
+        for SentencePiece and BPE, without `tokenizers`."""
+        if (not tokenizes_on_host() or type(self.tokenizer).__name__ != "WordPieceTokenizer"
+                or importlib.util.find_spec("tokenizers") is None):
+            return None
+        if getattr(self, "_host", (None,))[0] is not self.tokenizer:  # built once per tokenizer
+            from kbert.text.host_word_piece import HostWordPiece
+
+            self._host = (self.tokenizer, HostWordPiece(self.tokenizer))
+        return self._host[1]
+
+    def _tokenize(self, texts):
+        host = self.host_tokenizer()
+        if host is not None:
+            return host(texts)
+        return [list(ids) for ids in self.tokenizer.tokenize(tf.constant(texts, tf.string)).to_list()]
+
     def token_ids(self, texts):
         """Each text's token ids (a list of lists), no special tokens added."""
-        return [list(ids) for ids in self.tokenizer.tokenize(tf.constant(texts, tf.string)).to_list()]
+        return self._tokenize(texts)
 
     def source_ids(self, texts):
         """Each text framed for an encoder-decoder: `<s> text </s>` (BART's BPE) or `text </s>`
@@ -132,11 +159,18 @@ class TextPreprocessor:
 
     def packer(self):
         """The `SegmentPacker` of `encode`: `[CLS] A [SEP] (B [SEP])` rows of `sequence_length`."""
+        from kbert.text.segment_packer import SegmentPacker
+
         return SegmentPacker(self.sequence_length, *_special_ids(self.tokenizer))
 
     def encode(self, texts, pairs=None):
         """`[CLS] A [SEP] (B [SEP])` rows of `texts` (and `pairs`): a dict of int32 NumPy arrays
-        `token_ids`, `segment_ids`, `padding_mask` of shape `(len(texts), sequence_length)`."""
+        `token_ids`, `segment_ids`, `padding_mask` of shape `(len(texts), sequence_length)`.
+
+        The rows of `packer()`, which cuts a pair round-robin; `pack_rows` packs the same on the host."""
+        if self.host_tokenizer() is not None:
+            second = None if pairs is None else self._tokenize(pairs)
+            return pack_rows(self._tokenize(texts), second, self.sequence_length, *_special_ids(self.tokenizer))
         packer = self.packer()
         first = self.tokenizer.tokenize(tf.constant(texts, tf.string))
         second = None if pairs is None else self.tokenizer.tokenize(tf.constant(pairs, tf.string))
@@ -149,13 +183,18 @@ class TextPreprocessor:
             raise ValueError(f"{type(self.tokenizer).__name__} gives no character offsets; tagging needs "
                              "a WordPiece or SentencePiece tokenizer.")
         start, end, pad = _special_ids(self.tokenizer)
-        ids, starts, ends = self.tokenizer.tokenize_with_offsets(tf.constant(texts, tf.string))
+        host = self.host_tokenizer()
+        if host is not None:
+            ids, starts, ends = host.tokenize_with_offsets(texts)
+        else:
+            ids, starts, ends = (ragged.to_list() for ragged in
+                                 self.tokenizer.tokenize_with_offsets(tf.constant(texts, tf.string)))
         room = self.sequence_length - 2
         inputs = {name: np.zeros((len(texts), self.sequence_length), np.int32)
                   for name in ("token_ids", "segment_ids", "padding_mask")}
         inputs["token_ids"][:] = pad
         offsets = np.full((len(texts), self.sequence_length, 2), -1, np.int32)
-        for row, (row_ids, row_starts, row_ends) in enumerate(zip(ids.to_list(), starts.to_list(), ends.to_list())):
+        for row, (row_ids, row_starts, row_ends) in enumerate(zip(ids, starts, ends)):
             count = min(len(row_ids), room)
             inputs["token_ids"][row, : count + 2] = [start, *row_ids[:count], end]
             inputs["padding_mask"][row, : count + 2] = 1

@@ -35,19 +35,23 @@ The CJK ranges are those of `tokenizers` (which start the last extension block
 at U+2B920, where Google's original Python tokenizer has U+2B820).
 
 Everything in `tokenize` is a TensorFlow op, so it runs inside
-`tf.data.Dataset.map` whatever the Keras backend.
+`tf.data.Dataset.map` whatever the Keras backend. TensorFlow is imported at
+the first tokenization, not when the tokenizer is built: under JAX or PyTorch
+the text-level calls tokenize on the host instead (`HostWordPiece`, the same
+rules in Hugging Face's `tokenizers`), and never import it.
 """
 
+import functools
 import os
 import re
 
 import numpy as np
 
-from kbert.backend.imports import quiet_import
+from kbert.backend.imports import lazy_import
 from kbert.text.character_offsets import character_offsets
 
-tf = quiet_import("tensorflow")
-tf_text = quiet_import("tensorflow_text")
+tf = lazy_import("tensorflow")
+tf_text = lazy_import("tensorflow_text")
 
 # Control characters BERT deletes (Cc minus tab, newline and carriage return,
 # plus Cf and Co), and the replacement character U+FFFD.
@@ -154,16 +158,6 @@ class WordPieceTokenizer:
         self._ids = ids
         for name, token in required.items():
             setattr(self, name, ids[token])
-        # Words are limited in characters here (as BERT does), so the byte limit
-        # of the op only has to let every such word through (4 bytes a character).
-        self._word_piece = tf_text.FastWordpieceTokenizer(
-            vocab=tokens,
-            suffix_indicator=_CONTINUATION,
-            max_bytes_per_word=4 * self.max_chars_per_word,
-            token_out_type=tf.int32,
-            unknown_token=unknown_token,
-            no_pretokenization=True,
-        )
         # Longest first: RE2 takes the first alternative that matches.
         specials = sorted(required.values(), key=len, reverse=True)
         self._special = "|".join(re.escape(token) for token in specials)
@@ -173,6 +167,22 @@ class WordPieceTokenizer:
         else:
             self._separate = "|".join([_WHITESPACE, _PUNCTUATION])
             self._keep = _PUNCTUATION
+
+    @functools.cached_property
+    def _word_piece(self):
+        """The WordPiece op, built at the first tokenization (it imports TensorFlow), eagerly even
+        when that is inside a `tf.data` function's trace, as it was in `__init__`."""
+        with tf.init_scope():
+            # Words are limited in characters here (as BERT does), so the byte limit
+            # of the op only has to let every such word through (4 bytes a character).
+            return tf_text.FastWordpieceTokenizer(
+                vocab=self._tokens,
+                suffix_indicator=_CONTINUATION,
+                max_bytes_per_word=4 * self.max_chars_per_word,
+                token_out_type=tf.int32,
+                unknown_token=self.unknown_token,
+                no_pretokenization=True,
+            )
 
     @property
     def vocabulary(self):

@@ -7,6 +7,9 @@ those against transformers' pipelines and the token-level path).
 """
 
 import json
+import os
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -130,6 +133,40 @@ def test_an_older_run_folder_reads_the_vocabulary_beside_the_model(tmp_path, cap
     expected = model.classify("bob is in paris.")
     assert result["label"] == expected["label"] and set(result["scores"]) == {"LABEL_0", "LABEL_1"}
     np.testing.assert_allclose(result["score"], expected["score"], atol=1e-6)
+
+
+_HOST_SCRIPT = """
+import json, sys
+from kbert.jobs.predict_run import load_predictor, predict_batch
+model = load_predictor(sys.argv[1])
+texts = json.loads(sys.argv[2])
+results = [predict_batch(model, [{"text": t} for t in texts]),
+           predict_batch(model, [{"text": t, "text_pair": p} for t, p in zip(texts, texts[::-1])])]
+print(json.dumps({"tensorflow": "tensorflow" in sys.modules, "results": results}))
+"""
+
+
+# The host path (issue 35) runs in a fresh PyTorch process, compared with the TensorFlow path in this one: a
+# PyTorch check whatever the suite's backend.
+@pytest.mark.backend_independent
+def test_a_word_piece_classifier_predicts_on_torch_without_importing_tensorflow(tmp_path, monkeypatch):
+    model = TextClassifier(_encoder(), 3, preprocessor=TextPreprocessor(WordPieceTokenizer(list(VOCABULARY)), 16,
+                                                                        labels=["a", "b", "c"]))
+    model.save(str(tmp_path / "model.keras"))
+    texts = ["Bob is in PARIS.", "alice\u200b is in néw york [MASK]!", "bob " * 20, "北京 bob", "\x07 ."]
+    env = dict(os.environ, KERAS_BACKEND="torch", PYTHONPATH=os.pathsep.join([os.getcwd(), *sys.path]))
+    done = subprocess.run([sys.executable, "-c", _HOST_SCRIPT, str(tmp_path), json.dumps(texts)], env=env,
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    found = json.loads(done.stdout.strip().splitlines()[-1])
+    assert found["tensorflow"] is False
+    monkeypatch.setattr(TextPreprocessor, "host_tokenizer", lambda self: None)  # the TensorFlow path
+    from kbert.jobs.predict_run import load_predictor, predict_batch
+
+    saved = load_predictor(str(tmp_path))
+    _assert_same(found["results"], [predict_batch(saved, [{"text": t} for t in texts]),
+                                     predict_batch(saved, [{"text": t, "text_pair": p}
+                                                           for t, p in zip(texts, texts[::-1])])])
 
 
 def _hf_bert(tmp_path, architecture, **config):
