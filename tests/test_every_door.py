@@ -40,7 +40,7 @@ relative positions, the character CNN):
 (whose presence is checked here); the other pairs run here. A CLI door
 runs in this process through `kbert.cli.main`: it must return 0, or, for a
 refused pair, stop with a non-zero status and one line `kbert: ...`. The
-examples run in a subprocess with their smallest settings (`--smoke` or
+examples run with their smallest settings (`--smoke` or
 tiny arguments) and a time limit.
 
 Each pair runs in one backend's run of the suite, by a fixed rotation
@@ -58,6 +58,7 @@ import ast
 import json
 import os
 import pathlib
+import runpy
 import subprocess
 import sys
 
@@ -135,6 +136,10 @@ EXAMPLES = {
                             "--sequence-length", "32", "--documents", "40", "--vocabulary-size", "1000",
                             "--output", "{output}"]),
 }
+
+# The examples run as a subprocess (a whole program from a fresh interpreter): one, which starts a process per
+# backend itself; the others run in the test's process (`_example`).
+SUBPROCESS_EXAMPLES = ("backend_comparison",)
 
 # Doors that run in one backend's run only. The examples are whole programs (a subprocess each, the
 # suite's longest doors): they stay in the PyTorch run, the shortest of the three, as before the
@@ -480,12 +485,26 @@ def _generate(family, **_):
 
 
 def _example(script, tmp_path, **_):
+    """The script run as `python examples/<script>.py ARGUMENTS` runs it: in a subprocess for
+    `SUBPROCESS_EXAMPLES`, the others in this process (`runpy`, as `__main__`, with the script's folder first
+    on `sys.path` and a fresh working folder), which saves each one's interpreter and imports."""
     _, arguments = EXAMPLES[script]
     values = dict(output=tmp_path / "out", backend=keras.backend.backend())
-    command = [sys.executable, str(ROOT / "examples" / f"{script}.py"), *(a.format(**values) for a in arguments)]
+    path = ROOT / "examples" / f"{script}.py"
+    arguments = [a.format(**values) for a in arguments]
+    if script not in SUBPROCESS_EXAMPLES:
+        with pytest.MonkeyPatch.context() as patch:
+            patch.chdir(tmp_path)
+            patch.syspath_prepend(str(path.parent))
+            patch.setattr(sys, "argv", [str(path), *arguments])
+            try:
+                runpy.run_path(str(path), run_name="__main__")
+            except SystemExit as stop:
+                assert stop.code in (None, 0), f"{script} exited with {stop.code}"
+        return
     environment = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
-    result = subprocess.run(command, cwd=tmp_path, env=environment, capture_output=True, text=True,
-                            timeout=EXAMPLE_TIMEOUT_S)
+    result = subprocess.run([sys.executable, str(path), *arguments], cwd=tmp_path, env=environment,
+                            capture_output=True, text=True, timeout=EXAMPLE_TIMEOUT_S)
     assert result.returncode == 0, result.stderr[-3000:]
     assert "Traceback" not in result.stderr
 
