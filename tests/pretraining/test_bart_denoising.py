@@ -11,6 +11,8 @@ from kbert.pretraining.bart_denoising import BartDenoising, bart_examples
 tf = pytest.importorskip("tensorflow")
 scipy_stats = pytest.importorskip("scipy.stats")
 
+pytestmark = pytest.mark.backend_independent  # tf.data maps: the Keras backend plays no part
+
 MASK = 4
 LENGTH = 102  # 100 text tokens
 SAMPLES = 600

@@ -13,6 +13,8 @@ import tensorflow as tf
 
 from kbert.pretraining.masked_lm_masker import MaskedLMMasker
 
+pytestmark = pytest.mark.backend_independent  # tf.data maps: the Keras backend plays no part
+
 VOCAB = 30000
 PAD, CLS, SEP, MASK = 0, 2, 3, 4
 SPECIAL = [PAD, CLS, SEP]

@@ -7,6 +7,8 @@ tf = pytest.importorskip("tensorflow")
 
 from kbert.pretraining.masker import prediction_slots, word_indices  # noqa: E402
 
+pytestmark = pytest.mark.backend_independent  # tf.data maps: the Keras backend plays no part
+
 
 def test_word_indices_join_continuation_pieces():
     # ids: [CLS]=1, "play"=5, "##ing"=6, "now"=7, [SEP]=2; 6 is a ## piece

@@ -8,6 +8,8 @@ from test_pretraining_dataset import CLS, PAD, SEP, batches, make_dataset
 
 from kbert.pretraining.permutation_masker import PermutationMasker
 
+pytestmark = pytest.mark.backend_independent  # tf.data maps: the Keras backend plays no part
+
 SPECIAL = [PAD, CLS, SEP]
 
 

@@ -7,6 +7,8 @@ from kbert.pretraining.span_corruption import SpanCorruption, span_corruption_le
 
 tf = pytest.importorskip("tensorflow")
 
+pytestmark = pytest.mark.backend_independent  # tf.data maps: the Keras backend plays no part
+
 VOCABULARY = 32100
 
 

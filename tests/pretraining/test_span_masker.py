@@ -8,6 +8,8 @@ import tensorflow as tf
 
 from kbert.pretraining.span_masker import SpanMasker
 
+pytestmark = pytest.mark.backend_independent  # tf.data maps: the Keras backend plays no part
+
 VOCAB = 1000
 PAD, CLS, SEP, MASK = 0, 2, 3, 4
 SPECIAL = [PAD, CLS, SEP]
