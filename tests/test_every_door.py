@@ -40,8 +40,10 @@ relative positions, the character CNN):
 (whose presence is checked here); the other pairs run here. A CLI door
 runs in this process through `kbert.cli.main`: it must return 0, or, for a
 refused pair, stop with a non-zero status and one line `kbert: ...`. The
-examples run with their smallest settings (`--smoke` or
-tiny arguments) and a time limit.
+examples run with their smallest settings (`--smoke` or tiny
+arguments): `backend_comparison` (a process per backend itself) and
+`tpu_fit` in a subprocess with a time limit, the others in this process as
+`__main__`.
 
 Each pair runs in one backend's run of the suite, by a fixed rotation
 (`_rotation`: the pairs in the table's order take TensorFlow, JAX and
