@@ -194,6 +194,16 @@ def compiles_training_steps():
     return keras.backend.backend() == "torch"
 
 
+def predicts_eagerly(model):
+    """Whether `model.predict_on_batch` runs operation by operation, so that a batch of a new length compiles
+    nothing: PyTorch without `jit_compile` (TensorFlow traces a function per length, JAX compiles one).
+
+    >>> isinstance(predicts_eagerly(object()), bool)
+    True
+    """
+    return keras.backend.backend() == "torch" and not getattr(model, "jit_compile", False)
+
+
 def tokenizes_on_host():
     """Whether the text-level calls tokenize on the host rather than with TensorFlow ops: every backend but
     TensorFlow's, which has TensorFlow loaded already (`kbert.text.TextPreprocessor`).

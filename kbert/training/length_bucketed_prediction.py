@@ -3,7 +3,8 @@
 The text-level calls (`classify`, `tag`, `answer`, `choose`, `fill_mask`)
 pack every text to the preprocessor's full sequence length, then predict
 here: the rows are sorted by length, batched, and each batch is cut to the
-smallest bucket (`kbert.text.length_buckets`) that holds its longest row.
+smallest bucket (`kbert.text.length_buckets`) that holds its longest row
+(on eager PyTorch, to that row's length).
 Padding is masked, so the results equal those of the full-length rows
 (`tests/training/test_length_bucketed_prediction.py` checks every task type
 on every backend); the outputs come back in input order.
@@ -13,8 +14,11 @@ import weakref
 
 import numpy as np
 
+from kbert.backend.ops import predicts_eagerly
 from kbert.text.length_buckets import bucket_length, length_batches, model_bucket_lengths, padded_rows, row_lengths
 
+# Eager PyTorch pads a batch to its longest row rounded up to this (the fused kernels' preferred multiple).
+EAGER_MULTIPLE = 8
 # Each model's predict functions, by bucket length.
 _BUCKET_FUNCTIONS = weakref.WeakKeyDictionary()
 # The inputs that have a token axis (their last), as the padding mask does.
@@ -71,9 +75,13 @@ def predict_by_length(model, inputs, batch_size=32, sequence_outputs=()):
             `True` when the model returns one such array), padded back with
             zeros to the full length.
 
-    A model whose predict compiles (`model.jit_compile`: JAX, XLA,
-    `torch.compile`) gets a short batch padded to `padded_rows` rows, so that
-    each bucket compiles for a few batch shapes only.
+    A batch is padded to the smallest length bucket that holds its longest
+    row; where the model predicts eagerly (`predicts_eagerly`: PyTorch without
+    `jit_compile`), where a new length compiles nothing, to that row's length
+    rounded up to a multiple of `EAGER_MULTIPLE` instead. A model whose
+    predict compiles (`model.jit_compile`: JAX, XLA, `torch.compile`) gets a
+    short batch padded to `padded_rows` rows, so that each bucket compiles for
+    a few batch shapes only.
 
     Returns:
         The outputs as `model.predict` gives them (an array or a dict of them).
@@ -96,9 +104,12 @@ def predict_by_length(model, inputs, batch_size=32, sequence_outputs=()):
     buckets = model_bucket_lengths(backbone, full)
     lengths = row_lengths(inputs["padding_mask"])
     compiled = bool(getattr(model, "jit_compile", False))
+    exact = predicts_eagerly(model) and len(buckets) > 1
     pieces, order = [], []
     for rows in length_batches(lengths, batch_size):
-        length = bucket_length(int(lengths[rows].max()), buckets)
+        longest = int(lengths[rows].max())
+        length = min(full, -(-longest // EAGER_MULTIPLE) * EAGER_MULTIPLE) if exact else bucket_length(
+            longest, buckets)
         batch = {name: _cut(value[rows], length, left) if name in SEQUENCE_INPUTS else value[rows]
                  for name, value in ((n, np.asarray(v)) for n, v in inputs.items())}
         filled = padded_rows(len(rows), batch_size) if compiled else len(rows)
