@@ -8,6 +8,7 @@ from kbert.layers.fused_dense import FusedDense
 from kbert.layers.initializers import clone_initializer
 from kbert.layers.layer_normalization import LayerNormalization
 from kbert.layers.multi_head_attention import MultiHeadAttention, kernel_choices, probabilities_spec
+from kbert.layers.sequence_shape import check_sequence_shape
 
 
 @keras.saving.register_keras_serializable(package="kbert")
@@ -124,11 +125,7 @@ class EncoderBlock(DirectCall, keras.layers.Layer):
         )
 
     def build(self, inputs_shape):
-        if len(inputs_shape) != 3:
-            raise ValueError(
-                f"{type(self).__name__} expects inputs of shape (batch, sequence, "
-                f"hidden); received shape {tuple(inputs_shape)}."
-            )
+        check_sequence_shape(self, inputs_shape)
         hidden_dim = inputs_shape[-1]
         if self.attention_layer is None:
             if hidden_dim % self.num_heads:
