@@ -353,6 +353,14 @@ def probabilities_spec(query, keys, num_heads, dtype):
     return keras.KerasTensor((query.shape[0], num_heads, query.shape[1], keys.shape[1]), dtype)
 
 
+def block_output_spec(block, inputs, num_heads, return_attention_probabilities):
+    """What a self-attention `block` returns on symbolic `inputs`: their spec, and the probabilities' if asked."""
+    output = keras.KerasTensor(inputs.shape, block.compute_dtype)
+    if not return_attention_probabilities:
+        return output
+    return output, probabilities_spec(inputs, inputs, num_heads, block.compute_dtype)
+
+
 def kernel_choices(attention_implementation, dropout_prng):
     """`(attention_implementation, dropout_prng)`, each checked: one of `ATTENTION_IMPLEMENTATIONS`, and None
     or one of `kbert.layers.Dropout`'s generators (a one-line error otherwise).
