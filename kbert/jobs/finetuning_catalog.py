@@ -126,10 +126,13 @@ def _text_dataset(data, **options):
     return _builder_dataset("text_classification_dataset", data, **options)
 
 
+def _logits(model, dataset, data, buckets, **options):
+    """The model's logits on every example of `data`, batched by `dataset` (its last batch padded)."""
+    return _predict(model, dataset(data, pad_final_batch=True, **options), len(data.examples), buckets)["logits"]
+
+
 def _classification_scores(model, data, buckets=False, **options):
-    logits = _predict(model, _text_dataset(data, pad_final_batch=True, **options), len(data.examples),
-                      buckets)["logits"]
-    predicted = logits.argmax(-1)
+    predicted = _logits(model, _text_dataset, data, buckets, **options).argmax(-1)
     gold = np.array([data.labels.index(example["label"]) for example in data.examples])
     names = ("accuracy", "f1", "matthews_correlation") if len(data.labels) == 2 else (
         "accuracy", "macro_f1", "matthews_correlation")
@@ -139,9 +142,7 @@ def _classification_scores(model, data, buckets=False, **options):
 
 
 def _regression_scores(model, data, buckets=False, **options):
-    logits = _predict(model, _text_dataset(data, pad_final_batch=True, **options), len(data.examples),
-                      buckets)["logits"]
-    predicted = logits.reshape(-1).astype(float)
+    predicted = _logits(model, _text_dataset, data, buckets, **options).reshape(-1).astype(float)
     gold = np.array([example["label"] for example in data.examples])
     scores = metrics.glue_scores(gold, predicted, ("pearson", "spearman"))
     scores["mean_squared_error"] = float(np.mean((gold - predicted) ** 2))
@@ -260,9 +261,7 @@ def _choice_dataset(data, **options):
 
 
 def _choice_scores(model, data, buckets=False, **options):
-    logits = _predict(model, _choice_dataset(data, pad_final_batch=True, **options), len(data.examples),
-                      buckets)["logits"]
-    predicted = logits.argmax(-1)
+    predicted = _logits(model, _choice_dataset, data, buckets, **options).argmax(-1)
     gold = np.array([example["label"] for example in data.examples])
     rows = [{"label": int(g), "prediction": int(p)} for g, p in zip(gold, predicted)]
     return metrics.glue_scores(gold, predicted, ("accuracy",)), rows

@@ -7,7 +7,8 @@ from kbert.layers.dropout import Dropout, apply_dropout
 from kbert.layers.fused_dense import FusedDense
 from kbert.layers.initializers import clone_initializer
 from kbert.layers.layer_normalization import LayerNormalization
-from kbert.layers.multi_head_attention import MultiHeadAttention, kernel_choices, probabilities_spec
+from kbert.layers.multi_head_attention import MultiHeadAttention, block_output_spec, kernel_choices
+from kbert.layers.sequence_shape import check_sequence_shape
 
 
 @keras.saving.register_keras_serializable(package="kbert")
@@ -124,11 +125,7 @@ class EncoderBlock(DirectCall, keras.layers.Layer):
         )
 
     def build(self, inputs_shape):
-        if len(inputs_shape) != 3:
-            raise ValueError(
-                f"{type(self).__name__} expects inputs of shape (batch, sequence, "
-                f"hidden); received shape {tuple(inputs_shape)}."
-            )
+        check_sequence_shape(self, inputs_shape)
         hidden_dim = inputs_shape[-1]
         if self.attention_layer is None:
             if hidden_dim % self.num_heads:
@@ -221,10 +218,7 @@ class EncoderBlock(DirectCall, keras.layers.Layer):
         return tuple(inputs_shape)
 
     def compute_output_spec(self, inputs, *args, return_attention_probabilities=False, **kwargs):
-        output = keras.KerasTensor(inputs.shape, self.compute_dtype)
-        if not return_attention_probabilities:
-            return output
-        return output, probabilities_spec(inputs, inputs, self.attention_layer.num_heads, self.compute_dtype)
+        return block_output_spec(self, inputs, self.attention_layer.num_heads, return_attention_probabilities)
 
     def get_config(self):
         config = super().get_config()

@@ -2,6 +2,7 @@ import keras
 from keras import ops
 
 from kbert.input_checks import check_ids_in_range
+from kbert.layers.sequence_shape import check_sequence_shape
 from kbert.layers.vocabulary_head import VocabularyHead
 
 
@@ -35,11 +36,7 @@ class MaskedLMHead(VocabularyHead):
     """
 
     def build(self, inputs_shape, mask_positions_shape=None):
-        if len(inputs_shape) != 3:
-            raise ValueError(
-                "MaskedLMHead expects inputs of shape (batch, sequence, hidden); "
-                f"received shape {tuple(inputs_shape)}."
-            )
+        check_sequence_shape(self, inputs_shape)
         width = self.embedding_dim or inputs_shape[-1]
         gathered_shape = (inputs_shape[0], None, inputs_shape[-1])
         self.transform = self._dense(width, "transform")

@@ -15,6 +15,7 @@ from kbert.layers.direct_call import DirectCall
 from kbert.layers.dropout import Dropout, apply_dropout, checked_dropout_prng
 from kbert.layers.fused_dense import FusedDense
 from kbert.layers.initializers import clone_initializer
+from kbert.layers.sequence_shape import check_sequence_shape
 from kbert.layers.sparse_attention import check_self_attention
 
 
@@ -128,11 +129,7 @@ class MultiHeadAttention(DirectCall, keras.layers.Layer):
         )
 
     def build(self, query_shape, value_shape=None, key_shape=None):
-        if len(query_shape) != 3:
-            raise ValueError(
-                f"{type(self).__name__} expects query of shape (batch, sequence, "
-                f"width); received shape {tuple(query_shape)}."
-            )
+        check_sequence_shape(self, query_shape, width="width", argument="query")
         value_shape = tuple(value_shape or query_shape)
         key_shape = tuple(key_shape or value_shape)
         output_dim = self.output_dim or query_shape[-1]
@@ -354,6 +351,14 @@ def mask_heads(layer, x, head_mask, heads_axis=2):
 def probabilities_spec(query, keys, num_heads, dtype):
     """The symbolic attention probabilities `(batch, heads, query_length, key_length)` of a call."""
     return keras.KerasTensor((query.shape[0], num_heads, query.shape[1], keys.shape[1]), dtype)
+
+
+def block_output_spec(block, inputs, num_heads, return_attention_probabilities):
+    """What a self-attention `block` returns on symbolic `inputs`: their spec, and the probabilities' if asked."""
+    output = keras.KerasTensor(inputs.shape, block.compute_dtype)
+    if not return_attention_probabilities:
+        return output
+    return output, probabilities_spec(inputs, inputs, num_heads, block.compute_dtype)
 
 
 def kernel_choices(attention_implementation, dropout_prng):

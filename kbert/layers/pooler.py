@@ -3,6 +3,7 @@ import keras
 from kbert.arguments import positive_int
 from kbert.layers.activations import get_activation, serialize_activation
 from kbert.layers.fused_dense import FusedDense
+from kbert.layers.sequence_shape import check_sequence_shape
 
 
 @keras.saving.register_keras_serializable(package="kbert")
@@ -37,11 +38,7 @@ class Pooler(keras.layers.Layer):
         )
 
     def build(self, inputs_shape):
-        if len(inputs_shape) != 3:
-            raise ValueError(
-                "Pooler expects inputs of shape (batch, sequence, width); "
-                f"received shape {tuple(inputs_shape)}."
-            )
+        check_sequence_shape(self, inputs_shape, width="width")
         self.dense.build((inputs_shape[0], inputs_shape[-1]))
         self.built = True
 

@@ -6,6 +6,7 @@ from kbert.backend.ops import take_rows
 from kbert.input_checks import check_ids_in_range
 from kbert.backend.ops import positions_from
 from kbert.layers.direct_call import DirectCall
+from kbert.layers.sequence_shape import check_sequence_shape
 
 
 @keras.saving.register_keras_serializable(package="kbert")
@@ -37,11 +38,7 @@ class PositionEmbedding(DirectCall, keras.layers.Layer):
         self.initializer = keras.initializers.get(initializer)
 
     def build(self, input_shape):
-        if len(input_shape) != 3:
-            raise ValueError(
-                "PositionEmbedding expects inputs of shape (batch, sequence, "
-                f"width); received shape {tuple(input_shape)}."
-            )
+        check_sequence_shape(self, input_shape, width="width")
         self.embeddings = self.add_weight(
             name="embeddings",
             shape=(self.max_positions, input_shape[-1]),

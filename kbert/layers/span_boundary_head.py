@@ -4,6 +4,7 @@ from keras import ops
 from kbert.arguments import positive_int
 from kbert.input_checks import check_ids_in_range
 from kbert.layers.initializers import clone_initializer
+from kbert.layers.sequence_shape import check_sequence_shape
 from kbert.layers.vocabulary_head import VocabularyHead
 
 
@@ -79,11 +80,7 @@ class SpanBoundaryHead(VocabularyHead):
     def build(
         self, inputs_shape, span_left_shape=None, span_right_shape=None, span_offsets_shape=None
     ):
-        if len(inputs_shape) != 3:
-            raise ValueError(
-                "SpanBoundaryHead expects inputs of shape (batch, sequence, hidden); "
-                f"received shape {tuple(inputs_shape)}."
-            )
+        check_sequence_shape(self, inputs_shape)
         hidden_dim = inputs_shape[-1]
         width = self.embedding_dim or hidden_dim
         self.position_embedding = keras.layers.Embedding(

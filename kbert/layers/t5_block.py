@@ -8,7 +8,7 @@ from kbert.layers.dropout import Dropout, apply_dropout
 from kbert.layers.fused_dense import FusedDense
 from kbert.layers.initializers import clone_initializer
 from kbert.layers.layer_normalization import LayerNormalization
-from kbert.layers.multi_head_attention import kernel_choices, probabilities_spec
+from kbert.layers.multi_head_attention import block_output_spec, kernel_choices
 from kbert.layers.rms_normalization import RMSNormalization
 
 NORMALIZATIONS = ("rms", "layer")
@@ -256,10 +256,7 @@ class T5Block(DirectCall, keras.layers.Layer):
         return inputs_shape
 
     def compute_output_spec(self, inputs, *args, return_attention_probabilities=False, **kwargs):
-        output = keras.KerasTensor(inputs.shape, self.compute_dtype)
-        if not return_attention_probabilities:
-            return output
-        return output, probabilities_spec(inputs, inputs, self.self_attention.num_heads, self.compute_dtype)
+        return block_output_spec(self, inputs, self.self_attention.num_heads, return_attention_probabilities)
 
     def get_config(self):
         config = super().get_config()

@@ -79,13 +79,13 @@ class TextEmbedding(keras.layers.Layer):
         def initializer():
             return keras.initializers.TruncatedNormal(stddev=self.initializer_range)
 
-        self.token_embedding = ReversibleEmbedding(
-            self.vocabulary_size,
-            self.embedding_dim,
-            embeddings_initializer=initializer(),
-            dtype=self.dtype_policy,
-            name="token_embedding",
-        )
+        def table(layer_class, rows, name):
+            """An embedding layer of `rows` vectors of `embedding_dim`."""
+            return layer_class(
+                rows, self.embedding_dim, embeddings_initializer=initializer(), dtype=self.dtype_policy, name=name
+            )
+
+        self.token_embedding = table(ReversibleEmbedding, self.vocabulary_size, "token_embedding")
         self.position_embedding = PositionEmbedding(
             self.max_positions,
             initializer=initializer(),
@@ -94,13 +94,7 @@ class TextEmbedding(keras.layers.Layer):
         )
         self.segment_embedding = None
         if self.num_segments > 0:
-            self.segment_embedding = keras.layers.Embedding(
-                self.num_segments,
-                self.embedding_dim,
-                embeddings_initializer=initializer(),
-                dtype=self.dtype_policy,
-                name="segment_embedding",
-            )
+            self.segment_embedding = table(keras.layers.Embedding, self.num_segments, "segment_embedding")
         self.layer_norm = LayerNormalization(
             epsilon=self.layer_norm_epsilon, dtype=self.dtype_policy, name="layer_norm"
         )

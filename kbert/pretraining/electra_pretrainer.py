@@ -132,22 +132,19 @@ class ElectraPretrainer(Task):
         seed=None,
         **kwargs,
     ):
-        positive_int("generator_num_layers", generator_num_layers)
-        positive_int("generator_intermediate_dim", generator_intermediate_dim)
         number("discriminator_weight", discriminator_weight, 0)
         positive_number("temperature", temperature)
-        generator_num_heads = positive_int("generator_num_heads", generator_num_heads)
-        if positive_int("generator_hidden_dim", generator_hidden_dim) % generator_num_heads:
+        super().__init__(dtype=discriminator.dtype_policy, **kwargs)
+        self.discriminator = discriminator
+        self.generator_num_layers = positive_int("generator_num_layers", generator_num_layers)
+        self.generator_intermediate_dim = positive_int("generator_intermediate_dim", generator_intermediate_dim)
+        self.generator_num_heads = positive_int("generator_num_heads", generator_num_heads)
+        self.generator_hidden_dim = positive_int("generator_hidden_dim", generator_hidden_dim)
+        if generator_hidden_dim % generator_num_heads:
             raise ValueError(
                 f"generator_hidden_dim={generator_hidden_dim} is not divisible by "
                 f"generator_num_heads={generator_num_heads}."
             )
-        super().__init__(dtype=discriminator.dtype_policy, **kwargs)
-        self.discriminator = discriminator
-        self.generator_num_layers = generator_num_layers
-        self.generator_hidden_dim = generator_hidden_dim
-        self.generator_num_heads = generator_num_heads
-        self.generator_intermediate_dim = generator_intermediate_dim
         self.discriminator_weight = discriminator_weight
         self.temperature = temperature
         self.seed = seed

@@ -9,6 +9,7 @@ ids with the pad id; this class returns kbert's input dict (`token_ids`,
 takes one or two segments as plain arguments.
 """
 
+from kbert.arguments import one_of
 from kbert.backend.imports import quiet_import
 
 tf = quiet_import("tensorflow")
@@ -88,15 +89,11 @@ class SegmentPacker:
                 "`sequence_length` must be at least 3 (room for [CLS] A [SEP] B [SEP] "
                 f"with empty segments). Received: {sequence_length}."
             )
-        if truncate not in _TRIMMERS:
-            raise ValueError(
-                f"`truncate` must be one of {sorted(_TRIMMERS)}. Received: {truncate!r}."
-            )
         self.sequence_length = int(sequence_length)
         self.start_id = int(start_id)
         self.end_id = int(end_id)
         self.pad_id = int(pad_id)
-        self.truncate = truncate
+        self.truncate = one_of("truncate", truncate, _TRIMMERS)
 
     def __call__(self, first, second=None):
         segments, batched = zip(
