@@ -78,11 +78,11 @@ def _kbert(*arguments):
     return [sys.executable, "-m", "kbert", *arguments]
 
 
-def _pretrain_reference(corpus, folder):
+def _pretrain_reference(corpus, folder, steps=2):
     from kbert.jobs.pretraining_run import run_pretraining
 
     output = os.path.join(folder, "reference")
-    run_pretraining(corpus=[corpus], output=output, steps=2, batch_size=4, sequence_length=32, vocabulary_size=200,
+    run_pretraining(corpus=[corpus], output=output, steps=steps, batch_size=4, sequence_length=32, vocabulary_size=200,
                     save_every=1, distribute="none", log=lambda line: None)
     return _metrics(output)
 
@@ -204,20 +204,6 @@ def _jax_process(index, port, *arguments):
     return _kbert(*arguments), env
 
 
-@pytest.mark.skipif(BACKEND != "jax", reason="runs JAX processes, once (in the JAX test run)")
-@pytest.mark.slow(reason="two JAX processes joined over loopback, and the one-process reference")
-def test_two_jax_processes_pretrain_as_one(tmp_path):
-    corpus = write_corpus(str(tmp_path))
-    output = str(tmp_path / "two")
-    arguments = ("pretrain", "--corpus", corpus, "--output", output, *PRETRAIN)
-    port = _free_port()
-    codes, outputs = _run_processes([_jax_process(index, port, *arguments) for index in (0, 1)])
-    assert codes == [0, 0], outputs
-    assert "data-parallel over 2 replicas in 2 processes" in outputs[0]
-    assert "Pretraining" not in outputs[1]  # process 0 alone logs
-    assert_same_metrics(_metrics(output), _pretrain_reference(corpus, str(tmp_path)))
-
-
 @pytest.mark.skipif(BACKEND != "torch", reason="runs torchrun, once (in the PyTorch test run)")
 @pytest.mark.slow(reason="two torchrun processes joined by gloo, and the one-process reference")
 def test_torchrun_processes_pretrain_as_one(tmp_path):
@@ -234,7 +220,9 @@ def test_torchrun_processes_pretrain_as_one(tmp_path):
 
 @pytest.mark.skipif(BACKEND != SUBPROCESS_RUN, reason=f"runs JAX processes, once (in the {SUBPROCESS_RUN} run)")
 @pytest.mark.slow(reason="two JAX processes, one killed; the other waits out the collective's timeout; a rerun resumes")
-def test_a_lost_process_stops_the_other_and_the_rerun_resumes(tmp_path):
+def test_two_jax_processes_lose_one_resume_and_end_as_one_process(tmp_path):
+    """Two JAX processes joined over loopback: one is killed after the first save, the other stops naming it;
+    the rerun of both resumes and ends with the metrics of one uninterrupted process."""
     corpus = write_corpus(str(tmp_path))
     output = tmp_path / "run"
     arguments = ("pretrain", "--corpus", corpus, "--output", str(output), *PRETRAIN[2:], "--steps", "6")
@@ -257,7 +245,9 @@ def test_a_lost_process_stops_the_other_and_the_rerun_resumes(tmp_path):
     codes, outputs = _run_processes([_jax_process(index, port, *arguments) for index in (0, 1)])
     assert codes == [0, 0], outputs
     assert "Resuming from the saved state at step" in outputs[0]
-    assert (output / "metrics.json").exists()
+    assert "data-parallel over 2 replicas in 2 processes" in outputs[0]
+    assert "Pretraining" not in outputs[1]  # process 0 alone logs
+    assert_same_metrics(_metrics(str(output)), _pretrain_reference(corpus, str(tmp_path), steps=6))
 
 
 # ---------------------------------------------------------------------------
