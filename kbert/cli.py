@@ -129,12 +129,12 @@ def _finetune_parser(commands):
     finetune.add_argument("--validation", help="the validation file")
     finetune.add_argument("--vocabulary", help="vocab.txt or spiece.model, if not beside the checkpoint")
     # The BBC News demo's own recipe (kbert.jobs.finetuning_run.DEMO_*), spelled here: no Keras before --backend.
-    finetune.add_argument("--epochs", type=int, help="default 3; 3 for the BBC News demo")
+    finetune.add_argument("--epochs", type=int, help="default 3 (the BBC News demo: 3)")
     finetune.add_argument("--batch-size", type=int, default=32)
     finetune.add_argument("--learning-rate", type=float,
-                          help="default 5e-5 (BERT's); 5e-4 for the BBC News demo's small model")
+                          help="default 5e-5 (BERT's; the BBC News demo's small model: 5e-4)")
     finetune.add_argument("--sequence-length", type=int,
-                          help="default 128; 128 for the BBC News demo (its model was pretrained at 64)")
+                          help="default 128 (the BBC News demo: 128)")
     finetune.add_argument("--buckets", choices=("on", "off"), default="on",
                           help="on: batch texts of similar length, each batch padded to the smallest of a few "
                                "lengths (16, 32, 64, ... up to --sequence-length); off: pad every batch to "
