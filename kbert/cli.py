@@ -128,11 +128,13 @@ def _finetune_parser(commands):
     finetune.add_argument("--train", help="the training file")
     finetune.add_argument("--validation", help="the validation file")
     finetune.add_argument("--vocabulary", help="vocab.txt or spiece.model, if not beside the checkpoint")
-    finetune.add_argument("--epochs", type=int, default=3)
+    # The BBC News demo's own recipe (kbert.jobs.finetuning_run.DEMO_*), spelled here: no Keras before --backend.
+    finetune.add_argument("--epochs", type=int, help="default 3 (the BBC News demo: 3)")
     finetune.add_argument("--batch-size", type=int, default=32)
     finetune.add_argument("--learning-rate", type=float,
-                          help="default 5e-5 (BERT's); 5e-4 for the BBC News demo's small model")
-    finetune.add_argument("--sequence-length", type=int, default=128)
+                          help="default 5e-5 (BERT's; the BBC News demo's small model: 5e-4)")
+    finetune.add_argument("--sequence-length", type=int,
+                          help="default 128 (the BBC News demo: 128)")
     finetune.add_argument("--buckets", choices=("on", "off"), default="on",
                           help="on: batch texts of similar length, each batch padded to the smallest of a few "
                                "lengths (16, 32, 64, ... up to --sequence-length); off: pad every batch to "
@@ -252,10 +254,11 @@ def _finetune(args):
     """The BBC News demo with no data arguments; otherwise a fine-tune of `--checkpoint` on the files."""
     from kbert.jobs import finetuning_run
 
-    options = dict(epochs=args.epochs, batch_size=args.batch_size, sequence_length=args.sequence_length,
-                   seed=args.seed, features=args.features, buckets=args.buckets == "on", **_resume_options(args))
-    if args.learning_rate is not None:
-        options["learning_rate"] = args.learning_rate
+    options = dict(batch_size=args.batch_size, seed=args.seed, features=args.features,
+                   buckets=args.buckets == "on", **_resume_options(args))
+    for name in ("epochs", "learning_rate", "sequence_length"):  # else the run's default: the demo has its own
+        if getattr(args, name) is not None:
+            options[name] = getattr(args, name)
     data = {"--task": args.task, "--checkpoint": args.checkpoint, "--train": args.train,
             "--validation": args.validation, "--vocabulary": args.vocabulary}
     given = [name for name, value in data.items() if value]

@@ -1,6 +1,7 @@
 """The `kbert` command: the tour runs on the current backend; bad input exits with one line."""
 
 import json
+import re
 
 import pytest
 
@@ -56,6 +57,27 @@ def test_finetune_runs_with_the_options_given(tmp_path, capsys):
     rows = check_saved(output, metrics, TextClassifier)
     assert [row["label"] for row in rows] == ["pos", "neg", "pos", "neg"]
     assert "Validation: accuracy" in capsys.readouterr().out
+
+
+@pytest.mark.backend_independent  # the parser and the options it passes on
+def test_finetune_leaves_the_recipe_to_the_run_it_starts(monkeypatch):
+    from kbert.jobs import finetuning_run
+
+    seen = []
+    monkeypatch.setattr(finetuning_run, "run_bbc_news_comparison",
+                        lambda pretrained, output, **options: seen.append(options))
+    recipe = {"epochs", "learning_rate", "sequence_length"}
+    cli.main(["finetune"])
+    cli.main(["finetune", "--epochs", "2", "--learning-rate", "1e-4", "--sequence-length", "64"])
+    assert not recipe & set(seen[0])  # the demo's own DEMO_* recipe
+    assert {name: seen[1][name] for name in recipe} == {"epochs": 2, "learning_rate": 1e-4, "sequence_length": 64}
+    [finetune] = [parser for name, parser in cli._parser()._subparsers._group_actions[0].choices.items()
+                  if name == "finetune"]
+    demo = {action.dest: re.search(r"demo(?:'s small model)?: ([^)]+)\)", action.help).group(1)
+            for action in finetune._actions if action.dest in recipe}  # --help spells the DEMO_* values
+    assert {name: float(value) for name, value in demo.items()} == {
+        "epochs": finetuning_run.DEMO_EPOCHS, "learning_rate": finetuning_run.DEMO_LEARNING_RATE,
+        "sequence_length": finetuning_run.DEMO_SEQUENCE_LENGTH}
 
 
 def _finetune_error(arguments, capsys):
