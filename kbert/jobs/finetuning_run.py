@@ -51,14 +51,9 @@ WARMUP_SHARE = 0.1
 # The BBC News demo fine-tunes `kbert pretrain`'s briefly pretrained small model. A small
 # model takes a larger rate than BERT-base's 5e-5 (Google's compact BERTs searched up to
 # 3e-4); on the demo after the earlier default (bert_mini, 300 steps), 5e-4 reached 0.75
-# validation accuracy where 5e-5 reached 0.36. With the current default (bert_tiny, 4,800 steps
-# of 32 x 64), no recipe tried yet gives the pretrained model a 0.10 lead (issue 39: JAX, seed 0,
-# that run stopped at step 2,000-2,348): 4 epochs at 64 tokens, 3e-4 gave 0.43 validation accuracy
-# pretrained against 0.53 from scratch, 2e-4 0.32 against 0.42, 1e-4 0.29-0.33 against 0.23 (chance);
-# 5e-4, 3 epochs, 128 tokens, 0.52 against 0.57. The interpreter's documentation teaches little
-# about news words; 400 more MLM + NSP steps on the BBC training articles (never the validation
-# ones) raised the 3e-4 run to 0.53 (macro F1 0.49 against 0.41) and the 1e-4 run to 0.39; 800
-# steps, 3e-4 to 0.55 (macro F1 0.52) and 2e-4 to 0.49 (macro F1 0.45 against 0.32).
+# validation accuracy where 5e-5 reached 0.36. With the current default (bert_tiny, 4,800 steps of
+# 32 x 64 on the interpreter's documentation) no recipe tried so far gives the pretrained model a
+# 0.10 lead (issue 39; the trials are in its notes).
 DEMO_LEARNING_RATE = 5e-4
 DEMO_EPOCHS = 3
 DEMO_SEQUENCE_LENGTH = 128
