@@ -25,6 +25,8 @@ from kbert.backend.ops import tokenizes_on_host
 from kbert.text.pair_packing import pack_rows
 
 tf = lazy_import("tensorflow")
+# Hugging Face's `tokenizers`, for the host path (`HostWordPiece`); the tokenizer's TensorFlow ops without it.
+_HAS_TOKENIZERS = importlib.util.find_spec("tokenizers") is not None
 
 _TOKENIZERS = ("WordPieceTokenizer", "SentencePieceTokenizer", "BytePairTokenizer")
 _MODULES = {
@@ -107,8 +109,7 @@ class TextPreprocessor:
         """The `HostWordPiece` that `encode`, `encode_with_offsets` and `token_ids` tokenize with, or `None`
         where they use the tokenizer's TensorFlow ops: on TensorFlow (`kbert.backend.ops.tokenizes_on_host`),
         for SentencePiece and BPE, without `tokenizers`."""
-        if (not tokenizes_on_host() or type(self.tokenizer).__name__ != "WordPieceTokenizer"
-                or importlib.util.find_spec("tokenizers") is None):
+        if not (tokenizes_on_host() and _HAS_TOKENIZERS and type(self.tokenizer).__name__ == "WordPieceTokenizer"):
             return None
         if getattr(self, "_host", (None,))[0] is not self.tokenizer:  # built once per tokenizer
             from kbert.text.host_word_piece import HostWordPiece
@@ -116,15 +117,12 @@ class TextPreprocessor:
             self._host = (self.tokenizer, HostWordPiece(self.tokenizer))
         return self._host[1]
 
-    def _tokenize(self, texts):
+    def token_ids(self, texts):
+        """Each text's token ids (a list of lists), no special tokens added."""
         host = self.host_tokenizer()
         if host is not None:
             return host(texts)
         return [list(ids) for ids in self.tokenizer.tokenize(tf.constant(texts, tf.string)).to_list()]
-
-    def token_ids(self, texts):
-        """Each text's token ids (a list of lists), no special tokens added."""
-        return self._tokenize(texts)
 
     def source_ids(self, texts):
         """Each text framed for an encoder-decoder: `<s> text </s>` (BART's BPE) or `text </s>`
@@ -169,8 +167,8 @@ class TextPreprocessor:
 
         The rows of `packer()`, which cuts a pair round-robin; `pack_rows` packs the same on the host."""
         if self.host_tokenizer() is not None:
-            second = None if pairs is None else self._tokenize(pairs)
-            return pack_rows(self._tokenize(texts), second, self.sequence_length, *_special_ids(self.tokenizer))
+            second = None if pairs is None else self.token_ids(pairs)
+            return pack_rows(self.token_ids(texts), second, self.sequence_length, *_special_ids(self.tokenizer))
         packer = self.packer()
         first = self.tokenizer.tokenize(tf.constant(texts, tf.string))
         second = None if pairs is None else self.tokenizer.tokenize(tf.constant(pairs, tf.string))
