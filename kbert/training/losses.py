@@ -29,6 +29,21 @@ def weighted_cross_entropy(labels, logits, weights):
     return weighted_mean(losses, weights)
 
 
+def softened_kl(teacher_logits, student_logits, temperature):
+    """`T² · KL(softmax(t/T) ‖ softmax(s/T))` over the last axis, in float32 (Hinton et al.'s soft targets).
+
+    One value per row; `T²` restores the gradient scale that softening
+    removes. Weigh and average it with `weighted_mean`.
+
+    >>> kl = softened_kl(keras.ops.array([[0.0, 0.0]]), keras.ops.array([[0.0, 0.0]]), 2.0)
+    >>> float(kl[0])  # equal logits: no divergence
+    0.0
+    """
+    teacher = ops.log_softmax(ops.cast(teacher_logits, "float32") / temperature, axis=-1)
+    student = ops.log_softmax(ops.cast(student_logits, "float32") / temperature, axis=-1)
+    return ops.sum(ops.exp(teacher) * (teacher - student), axis=-1) * temperature**2
+
+
 def weighted_mean(values, weights):
     """`Σ w·values / (Σ w + 1e-5)` in float32, over the global batch when replicas train in sync.
 
