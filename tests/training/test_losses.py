@@ -3,7 +3,7 @@
 import keras
 import numpy as np
 
-from kbert.training.losses import weighted_cross_entropy, weighted_mean
+from kbert.training.losses import softened_kl, weighted_cross_entropy, weighted_mean
 
 
 def test_weighted_cross_entropy_matches_numpy():
@@ -20,3 +20,11 @@ def test_weighted_cross_entropy_matches_numpy():
 
 def test_weighted_mean_of_nothing_is_zero():
     assert float(keras.ops.convert_to_numpy(weighted_mean(np.ones(3), np.zeros(3)))) == 0.0
+
+
+def test_softened_kl_matches_numpy():
+    rng = np.random.default_rng(1)
+    teacher, student = (3 * rng.standard_normal((4, 5)).astype("float32") for _ in range(2))
+    t, s = (x / 2.0 - np.log(np.exp(x / 2.0).sum(-1, keepdims=True)) for x in (teacher, student))
+    expected = 4.0 * (np.exp(t) * (t - s)).sum(-1)  # T² · KL(softmax(t/T) ‖ softmax(s/T)), T = 2
+    np.testing.assert_allclose(keras.ops.convert_to_numpy(softened_kl(teacher, student, 2.0)), expected, rtol=1e-5)
