@@ -189,7 +189,7 @@ def parse_arguments():
     parser.add_argument("--train-articles", type=int, help="only N training articles (a seeded subset)")
     parser.add_argument("--validation-articles", type=int, help="score on only N validation articles")
     parser.add_argument("--seed", type=int, default=0, help="the augmentation's seed, and the first run's")
-    parser.add_argument("--seeds", type=int, default=1, help="runs per bert_tiny row, seeds --seed, --seed + 1, ...")
+    parser.add_argument("--seeds", type=int, default=3, help="runs per bert_tiny row, seeds --seed, --seed + 1, ...")
     parser.add_argument("--output", help="folder for the runs (default: a new temporary folder)")
     parser.add_argument("--table", help="also write the table to this file")
     parser.add_argument("--verbose", action="store_true", help="print the student's epochs")
