@@ -15,7 +15,7 @@ pretraining + fine-tuning the small model. On BBC News topics
   `kbert.tasks.ClassifierDistiller` on the teacher's temperature-softened
   logits (Hinton et al. 2015) for the training articles and `--copies`
   augmented copies of each (Tang et al. 2019: words masked at 0.1, swapped
-  for a corpus word at 0.1, a copy cut to one n-gram at 0.25;
+  for a corpus word at 0.1, a copy cut to one n-gram of up to `--sequence-length` words at 0.25;
   `kbert.text.text_augmentation`). It never sees a label (unless
   `--hard-label-weight`, on the original articles only), nor a validation article;
 - **pretrained + fine-tuned bert_tiny**: `kbert pretrain`'s model (`--pretrained`,
@@ -189,7 +189,7 @@ def parse_arguments():
     parser.add_argument("--train-articles", type=int, help="only N training articles (a seeded subset)")
     parser.add_argument("--validation-articles", type=int, help="score on only N validation articles")
     parser.add_argument("--seed", type=int, default=0, help="the augmentation's seed, and the first run's")
-    parser.add_argument("--seeds", type=int, default=3, help="runs per bert_tiny row, seeds --seed, --seed + 1, ...")
+    parser.add_argument("--seeds", type=int, default=1, help="runs per bert_tiny row, seeds --seed, --seed + 1, ...")
     parser.add_argument("--output", help="folder for the runs (default: a new temporary folder)")
     parser.add_argument("--table", help="also write the table to this file")
     parser.add_argument("--verbose", action="store_true", help="print the student's epochs")
