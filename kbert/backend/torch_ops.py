@@ -10,13 +10,13 @@ says so (docs/architecture.md §5). PyTorch is imported inside the functions.
 """
 
 import inspect
+import sys
 import weakref
 
 from kbert.backend.fast_paths import STATE as _STATE
 from kbert.backend.fast_paths import compiling
 from kbert.backend.private_state import (
     fused_adam_kernel,
-    keras_torch_device,
     rematerialized,
     tensor_storage_owner,
     tensor_version,
@@ -177,30 +177,43 @@ def memoized(kind, tensor, extras, make):
 _MEMO = {}  # (kind, id(owner)) -> (weak reference to the owner, {view: (extras, result)})
 
 
-def kept_constants(owner, key, make):
-    """`make()`'s NumPy arrays as tensors, converted once per `owner` and `key` (eager only).
+def kept_constants(owner, tables, sizes):
+    """`owner.<tables>(*sizes)`'s NumPy arrays as tensors, converted once per owner, method and sizes.
 
-    On eager PyTorch each conversion of host data is a host-to-device copy,
-    which on a GPU waits for the stream; the contract is
-    `kbert.backend.ops.constant_tensors`'. Under `torch.compile` they are
-    converted at each trace, as constants of the graph, by `torch.as_tensor`
-    (Keras' `convert_to_tensor` reads `ndarray.dtype`, where Dynamo breaks the graph).
+    The contract is `kbert.backend.ops.constant_tensors`'. Under
+    `torch.compile`, Dynamo calls `_host_constants` as it is, outside the
+    trace (`torch.compiler.assume_constant_result`), and puts its tensors in
+    the graph as constants.
     """
-    import keras
-    import torch
-
-    tracing = compiling()
-    if tracing:
-        return tuple(torch.as_tensor(array, device=keras_torch_device()) for array in make())
+    if compiling():  # copies: Dynamo guards on nothing it made a constant (Keras' tree functions ask its type)
+        return tuple(tensor.clone() for tensor in _host_constants(owner, tables, *sizes))
     kept = _CONSTANTS.setdefault(owner, {})
+    key = (tables, *sizes)
     if key in kept:
         return kept[key]
-    tensors = tuple(keras.ops.convert_to_tensor(array) for array in make())
+    tensors = _host_constants(owner, tables, *sizes)
     # Keras infers output shapes on PyTorch by calling layers on the "meta"
     # device: tensors made there hold no values and are not kept.
     if all(tensor.device.type != "meta" for tensor in tensors):
         kept[key] = tensors
     return tensors
+
+
+def _constant_for_dynamo(function):
+    """`function`, marked as returning constants for Dynamo (`torch.compiler.assume_constant_result`).
+
+    Where PyTorch is Keras' backend, torch is imported with Keras, before
+    this module; elsewhere nothing compiles with Dynamo, and `function` stays as it is.
+    """
+    torch = sys.modules.get("torch")
+    return torch.compiler.assume_constant_result(function) if torch is not None else function
+
+
+@_constant_for_dynamo
+def _host_constants(owner, tables, *sizes):
+    import keras
+
+    return tuple(keras.ops.convert_to_tensor(array) for array in getattr(owner, tables)(*sizes))
 
 
 _CONSTANTS = weakref.WeakKeyDictionary()  # owner -> {key: tensors}
