@@ -466,16 +466,18 @@ def call_directly(layer, args, kwargs):
 
 
 def fused_adam_available():
-    """Whether `fused_adam` runs here: on PyTorch's fast path, not while `torch.compile` traces.
+    """Whether `fused_adam` runs here: on PyTorch's fast path (eager, or traced by `torch.compile`).
 
     >>> isinstance(fused_adam_available(), bool)
     True
     """
-    return fast_paths.active() and not fast_paths.compiling()
+    return fast_paths.active()
 
 
 def fused_adam(variables, gradients, momentums, velocities, step, learning_rate, betas, epsilon):
-    """One Adam update of every variable in PyTorch's fused kernel, in place, where `fused_adam_available()`.
+    """One Adam update of every variable in place, where `fused_adam_available()`; gradients cast as needed.
+
+    Eager, PyTorch's fused kernel; under `torch.compile`, a few `torch._foreach_*` operations over every variable.
 
     See `kbert.backend.torch_ops.fused_adam`.
     """
