@@ -12,9 +12,8 @@ arguments it learns a vocabulary from the interpreter's bundled documentation
 and the BBC News training articles (`default_corpus`), pretrains a small BERT,
 evaluates it on held-out text, saves it and shows a fill-in-the-blank demo.
 `finetune` fine-tunes a checkpoint on a task (see `kbert.jobs.finetuning_run`);
-with no data arguments it fine-tunes the
-model `pretrain` left, beside the same model from random init, on BBC News
-topics. `predict` runs a saved model on text and prints one JSON object per
+with no data arguments it fine-tunes the model `pretrain` left, beside the same
+model from random init, on BBC News topics. `predict` runs a saved model on text and prints one JSON object per
 input (see `kbert.jobs.predict_run`); `export` writes it for serving, a
 SavedModel that reads strings, ONNX or a Hugging Face folder (see
 `kbert.jobs.export_run`). `tour` builds a model of any family and runs it on one sentence (see `kbert.jobs.tour`).
