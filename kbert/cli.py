@@ -1,6 +1,6 @@
 """The `kbert` command (also `python -m kbert`).
 
-    kbert pretrain [--objective mlm_nsp] [--corpus PATH ...] [--steps 4800] ...
+    kbert pretrain [--objective mlm_nsp] [--corpus PATH ...] [--steps 3000] ...
     kbert finetune [--task classify --checkpoint PATH --train FILE --validation FILE] ...
     kbert tour [--model bert_base] [--sentence TEXT]
     kbert predict --model PATH (--text TEXT [--text-pair TEXT] [--question Q] | --input FILE.jsonl) [--top-k K]
@@ -74,7 +74,7 @@ def _parser():
                                "default: the interpreter's bundled documentation and the BBC News "
                                "training articles")
     pretrain.add_argument("--model", default="bert_tiny", help="a builder name (default bert_tiny)")
-    pretrain.add_argument("--steps", type=int, default=4800)
+    pretrain.add_argument("--steps", type=int, default=3000)
     pretrain.add_argument("--batch-size", type=int, default=32)
     pretrain.add_argument("--sequence-length", type=int, default=64)
     pretrain.add_argument("--vocabulary-size", type=int, default=8000)

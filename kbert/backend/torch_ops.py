@@ -251,9 +251,7 @@ def fused_adam(variables, gradients, momentums, velocities, step, learning_rate,
     chain of Keras operations per variable: Dynamo's tracing of a tiny
     classifier's training step took 252 s with the chains, on a loaded machine.
     """
-    import torch
-
-    gradients = [torch.as_tensor(g, dtype=w.dtype, device=w.device) for g, w in zip(gradients, variables)]
+    gradients = [_torch_tensor(g).to(dtype=w.dtype, device=w.device) for g, w in zip(gradients, variables)]
     groups = {}
     for tensors in zip(variables, gradients, momentums, velocities):
         groups.setdefault((tensors[0].device, tensors[0].dtype), []).append(tensors)

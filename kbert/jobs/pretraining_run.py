@@ -212,7 +212,7 @@ def run_pretraining(
     output="runs/pretrain",
     model="bert_tiny",
     objective="mlm_nsp",
-    steps=4800,
+    steps=3000,
     batch_size=32,
     sequence_length=64,
     vocabulary_size=8000,

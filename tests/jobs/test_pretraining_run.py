@@ -113,7 +113,7 @@ def test_the_command_s_defaults_are_run_pretraining_s():
     shared = ["output", "model", "objective", "steps", "batch_size", "sequence_length",
               "vocabulary_size", "learning_rate", "seed"]
     assert {name: arguments[name] for name in shared} == {name: defaults[name].default for name in shared}
-    assert (arguments["model"], arguments["steps"], arguments["sequence_length"]) == ("bert_tiny", 4800, 64)
+    assert (arguments["model"], arguments["steps"], arguments["sequence_length"]) == ("bert_tiny", 3000, 64)
 
 
 def _fill_mask(folder, capsys):
