@@ -122,7 +122,6 @@ def test_top_k_samples_keep_the_k_best_and_follow_the_seed(gpt2):
     np.testing.assert_array_equal(generator(x)[:, 0], samples)
 
 
-@pytest.mark.slow(reason="every continuation scored to find the exact best")
 def test_beam_search_finds_the_exact_best_continuation():
     # With as many beams as continuations of length steps-1, beam search is exhaustive.
     vocabulary, steps = 4, 3
