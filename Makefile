@@ -9,13 +9,15 @@ PY := $(VENV)/bin/python
 
 setup: $(VENV)/.installed
 
-# torch first and exactly 2.13.0: that CPU wheel is on the machine, while any
-# other spec (or a package pulling torch in) makes pip fetch a multi-GB CUDA build.
+# torch first, by pip and exactly 2.13.0: that CPU wheel is on the machine (pip's
+# configuration points at it), while any other spec (or a package pulling torch in)
+# fetches a multi-GB CUDA build. Then the rest with uv, which finds torch installed
+# and downloads in parallel: 69 s for everything instead of pip's 135 s, empty caches.
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q --upgrade pip uv
 	$(PY) -m pip install -q torch==2.13.0
-	$(PY) -m pip install -q -e ".[torch,tensorflow,jax,text,hf,dev]"
+	$(VENV)/bin/uv pip install -q --python $(PY) -e ".[torch,tensorflow,jax,text,hf,dev]"
 	touch $@
 
 run: setup

@@ -4,7 +4,8 @@
 
 1. `kbert pretrain --objective bart` in Python (`run_pretraining`): a
    byte-level BPE learned on the main job's built-in corpus (the
-   interpreter's reference documentation and standard-library docstrings),
+   interpreter's reference documentation, standard-library docstrings and
+   the BBC News training articles),
    a `bart_tiny` (2+2 layers, d 128) trained on `BartDenoising` batches
    (sentence permutation, then text infilling: 30% of the tokens in
    Poisson(3) spans, one `<mask>` per span), held-out loss and accuracy.

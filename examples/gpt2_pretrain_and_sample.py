@@ -5,7 +5,8 @@
 
 1. Runs the main job as `kbert pretrain --model gpt2_tiny --objective clm`
    does (`run_pretraining`): a WordPiece vocabulary learned from the
-   interpreter's bundled documentation (`default_corpus()`), a GPT-2 of
+   interpreter's bundled documentation and the BBC News training articles
+   (`default_corpus()`), a GPT-2 of
    BERT-Tiny's size trained on next-token prediction, held-out next-token
    accuracy beside the most-frequent-token baseline, and greedy
    continuations of held-out sentences.

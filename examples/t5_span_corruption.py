@@ -5,7 +5,8 @@
 
 1. Trains a SentencePiece model on the main job's built-in corpus
    (`kbert.jobs.pretraining_run.default_corpus()`: the interpreter's
-   reference documentation and standard-library docstrings).
+   reference documentation, standard-library docstrings and the BBC News
+   training articles).
 2. Pretrains a tiny T5 with T5's span corruption (`SpanCorruption`: 15% noise,
    mean span 3, sentinels counting down from the top of the vocabulary) and
    prints held-out inputs with their sentinels and the spans the model fills in.

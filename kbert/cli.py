@@ -1,6 +1,6 @@
 """The `kbert` command (also `python -m kbert`).
 
-    kbert pretrain [--objective mlm_nsp] [--corpus PATH ...] [--steps 4800] ...
+    kbert pretrain [--objective mlm_nsp] [--corpus PATH ...] [--steps 3000] ...
     kbert finetune [--task classify --checkpoint PATH --train FILE --validation FILE] ...
     kbert tour [--model bert_base] [--sentence TEXT]
     kbert predict --model PATH (--text TEXT [--text-pair TEXT] [--question Q] | --input FILE.jsonl) [--top-k K]
@@ -8,12 +8,12 @@
     kbert export --model PATH --format saved_model|onnx|huggingface --output DIR
 
 `pretrain` is the main job (see `kbert.jobs.pretraining_run`): with no
-arguments it learns a vocabulary from the interpreter's bundled documentation,
-pretrains a small BERT, evaluates it on held-out text, saves it and shows a
-fill-in-the-blank demo. `finetune` fine-tunes a checkpoint on a task (see
-`kbert.jobs.finetuning_run`); with no data arguments it fine-tunes the
-model `pretrain` left, beside the same model from random init, on BBC News
-topics. `predict` runs a saved model on text and prints one JSON object per
+arguments it learns a vocabulary from the interpreter's bundled documentation
+and the BBC News training articles (`default_corpus`), pretrains a small BERT,
+evaluates it on held-out text, saves it and shows a fill-in-the-blank demo.
+`finetune` fine-tunes a checkpoint on a task (see `kbert.jobs.finetuning_run`);
+with no data arguments it fine-tunes the model `pretrain` left, beside the same
+model from random init, on BBC News topics. `predict` runs a saved model on text and prints one JSON object per
 input (see `kbert.jobs.predict_run`); `export` writes it for serving, a
 SavedModel that reads strings, ONNX or a Hugging Face folder (see
 `kbert.jobs.export_run`). `tour` builds a model of any family and runs it on one sentence (see `kbert.jobs.tour`).
@@ -71,9 +71,10 @@ def _parser():
                           help=", ".join(f"{name} ({note})" if note else name for name, note in OBJECTIVES.items()))
     pretrain.add_argument("--corpus", nargs="+",
                           help="text files or folders (blank line = new document); "
-                               "default: the interpreter's bundled documentation")
+                               "default: the interpreter's bundled documentation and the BBC News "
+                               "training articles")
     pretrain.add_argument("--model", default="bert_tiny", help="a builder name (default bert_tiny)")
-    pretrain.add_argument("--steps", type=int, default=4800)
+    pretrain.add_argument("--steps", type=int, default=3000)
     pretrain.add_argument("--batch-size", type=int, default=32)
     pretrain.add_argument("--sequence-length", type=int, default=64)
     pretrain.add_argument("--vocabulary-size", type=int, default=8000)

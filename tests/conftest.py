@@ -9,7 +9,12 @@ Two things keep the suite's three runs (one per backend) short:
   not change.
 - A test marked `@pytest.mark.backend_independent` (it does the same thing on
   every backend: reads files, parses code, starts a job that stops before Keras
-  computes anything) runs in one run only, `INDEPENDENT_RUN`'s.
+  computes anything) runs in one run only, `independent_run`'s: PyTorch's for
+  `ON_PYTORCH`'s files, whose tests run Keras models (eager PyTorch runs a tiny
+  model's few steps without compiling; on JAX every new shape compiles: the
+  docstring examples took 236 s on JAX, 34 s on PyTorch), the JAX run's for the
+  others (readers, tokenizers, `tf.data` pipelines, lint, docs), since the JAX
+  run is two processes and ends first.
 
 A test marked `@pytest.mark.rotated(reason)` (a learning check: a few steps lower the loss) runs in one
 backend's run, picked from its test id by `rotation_backend` (a fixed rotation, so that a failure
@@ -56,7 +61,10 @@ import pytest  # noqa: E402
 from kbert.backend import fast_paths  # noqa: E402
 from kbert.backend.imports import quiet_import  # noqa: E402
 
-INDEPENDENT_RUN = "torch"
+HERE = os.path.dirname(os.path.abspath(__file__))
+# The files (or folders) whose backend-independent tests run Keras models, and
+# test_rotation.py, which reads the whole session's tests (the JAX run is sharded).
+ON_PYTORCH = ("jobs", "test_doctests.py", "test_readme.py", "test_rotation.py", "analysis/test_head_pruning.py")
 BACKENDS = ("tensorflow", "jax", "torch")
 
 # `keras.utils.set_random_seed` also seeds TensorFlow whenever it is installed,
@@ -102,6 +110,12 @@ def _shard(items, shard):
     return [item for item in items if item.path in kept], [item for item in items if item.path not in kept]
 
 
+def independent_run(path):
+    """The backend whose run runs the `backend_independent` tests of the test file `path`."""
+    relative = os.path.relpath(os.path.abspath(path), HERE).replace(os.sep, "/")
+    return "torch" if any(relative == name or relative.startswith(name + "/") for name in ON_PYTORCH) else "jax"
+
+
 def rotation_backend(nodeid):
     """The backend whose run runs the `rotated` test `nodeid` (its path and name, parameters included)."""
     return BACKENDS[zlib.crc32(nodeid.encode()) % len(BACKENDS)]
@@ -112,13 +126,13 @@ def pytest_collection_modifyitems(config, items):
     if shard:
         items[:], deselected = _shard(items, shard)
         config.hook.pytest_deselected(items=deselected)
-    skip = pytest.mark.skip(reason=f"backend-independent: runs in the {INDEPENDENT_RUN} run of the suite")
     for item in items:
         slow = item.get_closest_marker("slow")
         if slow:  # for scripts/test_durations.py, through the JUnit report
             item.user_properties.append(("slow", slow.kwargs.get("reason") or "; ".join(slow.args)))
-        if keras.backend.backend() != INDEPENDENT_RUN and item.get_closest_marker("backend_independent"):
-            item.add_marker(skip)
+        independent = independent_run(item.path)
+        if keras.backend.backend() != independent and item.get_closest_marker("backend_independent"):
+            item.add_marker(pytest.mark.skip(reason=f"backend-independent: runs in the {independent} run of the suite"))
         if item.get_closest_marker("rotated") and os.environ.get("KBERT_ROTATION") != "all":
             backend = rotation_backend(item.nodeid)
             if backend != keras.backend.backend():

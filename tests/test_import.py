@@ -45,9 +45,10 @@ def test_python_dash_m_kbert_runs_quietly():
 
 
 @pytest.mark.slow(reason="a fresh process runs the main job's first steps")
-def test_the_main_job_keeps_tensorflow_quiet_when_it_seeds_and_reads_text(tmp_path):
+def test_the_main_job_keeps_tensorflow_quiet_when_it_seeds_and_reads_text(tmp_path, corpus):
     # Seeding imports TensorFlow (to seed it) on every backend; a vocabulary this small then stops the run.
-    result = run_python(None, "-m", "kbert", "pretrain", "--vocabulary-size", "5", "--output", str(tmp_path))
+    result = run_python(None, "-m", "kbert", "pretrain", "--corpus", corpus, "--vocabulary-size", "5",
+                        "--output", str(tmp_path / "run"))
     assert result.returncode == 2
     assert result.stderr.startswith("kbert: `vocabulary_size`=5 is too small") and result.stderr.count("\n") == 1
 

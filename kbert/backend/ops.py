@@ -466,16 +466,18 @@ def call_directly(layer, args, kwargs):
 
 
 def fused_adam_available():
-    """Whether `fused_adam` runs here: on PyTorch's fast path, not while `torch.compile` traces.
+    """Whether `fused_adam` runs here: on PyTorch's fast path (eager, or traced by `torch.compile`).
 
     >>> isinstance(fused_adam_available(), bool)
     True
     """
-    return fast_paths.active() and not fast_paths.compiling()
+    return fast_paths.active()
 
 
 def fused_adam(variables, gradients, momentums, velocities, step, learning_rate, betas, epsilon):
-    """One Adam update of every variable in PyTorch's fused kernel, in place, where `fused_adam_available()`.
+    """One Adam update of every variable in place, where `fused_adam_available()`; gradients cast as needed.
+
+    Eager, PyTorch's fused kernel; under `torch.compile`, a few `torch._foreach_*` operations over every variable.
 
     See `kbert.backend.torch_ops.fused_adam`.
     """
@@ -496,23 +498,28 @@ def host_numpy(value):
     return keras.ops.convert_to_numpy(value)
 
 
-def constant_tensors(owner, key, make):
-    """`make()`'s NumPy arrays (a tuple) as tensors, converted once per `owner` and `key` on eager PyTorch.
+def constant_tensors(owner, tables, *sizes):
+    """`owner.<tables>(*sizes)`'s NumPy arrays (a tuple) as tensors: index tables that depend on shapes only.
 
-    On eager PyTorch each conversion of host data is a host-to-device copy,
+    `sizes` are Python ints (the static shapes the tables depend on). On
+    eager PyTorch each conversion of host data is a host-to-device copy,
     which on a GPU waits for the stream; a layer's index tables (BigBird's
     key blocks, Longformer's window) are the same at every call of the same
-    shape, so the fast path keeps them, weakly keyed by `owner`, under `key`
-    (the shapes they depend on). Traced (TensorFlow, JAX, `torch.compile`) they are
-    converted at each trace, as constants of the program.
+    shape, so the fast path keeps them, weakly keyed by `owner`, under
+    `(tables, *sizes)`. Under `torch.compile` the method runs outside the
+    trace (Dynamo would trace its NumPy, and break the graph at a random
+    draw) and its tensors enter the graph as constants. Traced by
+    TensorFlow or JAX they are converted at each trace, as constants of the
+    program.
 
-    >>> layer = type("Layer", (), {})()
-    >>> [np.asarray(a).tolist() for a in constant_tensors(layer, 1, lambda: (np.arange(2),))]
+    >>> layer = type("Layer", (), {"tables": lambda self, n: (np.arange(n),)})()
+    >>> [np.asarray(a).tolist() for a in constant_tensors(layer, "tables", 2)]
     [[0, 1]]
     """
-    if fast_paths.active():
-        return torch_ops.kept_constants(owner, key, make)
-    return tuple(keras.ops.convert_to_tensor(array) for array in make())
+    sizes = tuple(int(size) for size in sizes)
+    if fast_paths.active() or fast_paths.compiling():
+        return torch_ops.kept_constants(owner, tables, sizes)
+    return tuple(keras.ops.convert_to_tensor(array) for array in getattr(owner, tables)(*sizes))
 
 
 def pad(x, widths, value=0):

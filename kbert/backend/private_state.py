@@ -247,18 +247,3 @@ def dynamo_config_patch(**settings):
     return torch._dynamo.config.patch(**settings)
 
 
-def keras_torch_device():
-    """The device Keras' PyTorch backend puts new tensors on (`keras.src.backend.torch.core.get_device`).
-
-    `kbert.backend.torch_ops.kept_constants` converts a layer's NumPy tables
-    with `torch.as_tensor` while `torch.compile` traces: Keras'
-    `convert_to_tensor` reads `ndarray.dtype`, which Dynamo cannot trace (a
-    graph break, and the whole call traced again, at every such table).
-    Keras has no public way to ask for its PyTorch device.
-
-    >>> keras_torch_device() is not None or keras.backend.backend() != "torch"
-    True
-    """
-    from keras.src.backend.torch.core import get_device
-
-    return get_device()

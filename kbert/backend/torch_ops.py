@@ -10,13 +10,13 @@ says so (docs/architecture.md §5). PyTorch is imported inside the functions.
 """
 
 import inspect
+import sys
 import weakref
 
 from kbert.backend.fast_paths import STATE as _STATE
 from kbert.backend.fast_paths import compiling
 from kbert.backend.private_state import (
     fused_adam_kernel,
-    keras_torch_device,
     rematerialized,
     tensor_storage_owner,
     tensor_version,
@@ -177,30 +177,43 @@ def memoized(kind, tensor, extras, make):
 _MEMO = {}  # (kind, id(owner)) -> (weak reference to the owner, {view: (extras, result)})
 
 
-def kept_constants(owner, key, make):
-    """`make()`'s NumPy arrays as tensors, converted once per `owner` and `key` (eager only).
+def kept_constants(owner, tables, sizes):
+    """`owner.<tables>(*sizes)`'s NumPy arrays as tensors, converted once per owner, method and sizes.
 
-    On eager PyTorch each conversion of host data is a host-to-device copy,
-    which on a GPU waits for the stream; the contract is
-    `kbert.backend.ops.constant_tensors`'. Under `torch.compile` they are
-    converted at each trace, as constants of the graph, by `torch.as_tensor`
-    (Keras' `convert_to_tensor` reads `ndarray.dtype`, where Dynamo breaks the graph).
+    The contract is `kbert.backend.ops.constant_tensors`'. Under
+    `torch.compile`, Dynamo calls `_host_constants` as it is, outside the
+    trace (`torch.compiler.assume_constant_result`), and puts its tensors in
+    the graph as constants.
     """
-    import keras
-    import torch
-
-    tracing = compiling()
-    if tracing:
-        return tuple(torch.as_tensor(array, device=keras_torch_device()) for array in make())
+    if compiling():  # copies: Dynamo guards on nothing it made a constant (Keras' tree functions ask its type)
+        return tuple(tensor.clone() for tensor in _host_constants(owner, tables, *sizes))
     kept = _CONSTANTS.setdefault(owner, {})
+    key = (tables, *sizes)
     if key in kept:
         return kept[key]
-    tensors = tuple(keras.ops.convert_to_tensor(array) for array in make())
+    tensors = _host_constants(owner, tables, *sizes)
     # Keras infers output shapes on PyTorch by calling layers on the "meta"
     # device: tensors made there hold no values and are not kept.
     if all(tensor.device.type != "meta" for tensor in tensors):
         kept[key] = tensors
     return tensors
+
+
+def _constant_for_dynamo(function):
+    """`function`, marked as returning constants for Dynamo (`torch.compiler.assume_constant_result`).
+
+    Where PyTorch is Keras' backend, torch is imported with Keras, before
+    this module; elsewhere nothing compiles with Dynamo, and `function` stays as it is.
+    """
+    torch = sys.modules.get("torch")
+    return torch.compiler.assume_constant_result(function) if torch is not None else function
+
+
+@_constant_for_dynamo
+def _host_constants(owner, tables, *sizes):
+    import keras
+
+    return tuple(keras.ops.convert_to_tensor(array) for array in getattr(owner, tables)(*sizes))
 
 
 _CONSTANTS = weakref.WeakKeyDictionary()  # owner -> {key: tensors}
@@ -222,7 +235,7 @@ def clip(x, low, high):
 
 
 def fused_adam(variables, gradients, momentums, velocities, step, learning_rate, betas, epsilon):
-    """One Adam update of every variable in PyTorch's fused kernel, in place.
+    """One Adam update of every variable, in place: PyTorch's fused kernel, or `torch._foreach_*` ops traced.
 
     The kernel is `torch.optim.Adam(fused=True)`'s: one pass over each
     tensor instead of Keras' chain of `torch._foreach_*` calls, which on the
@@ -230,20 +243,44 @@ def fused_adam(variables, gradients, momentums, velocities, step, learning_rate,
     for a bert_base update on 2 cores). Its rule: `m ← β1·m + (1−β1)·g`,
     `v ← β2·v + (1−β2)·g²`, `w ← w − lr/(1−β1ᵗ) · m / (√v/√(1−β2ᵗ) + ε)`.
     `step` is `t`, a float32 scalar tensor; the kernel takes one list per
-    device and dtype, so variables are grouped by both. Not under
-    `torch.compile` (`compiling()`): the kernel has no fake implementation for a
-    tensor learning rate on the CPU.
+    device and dtype, so variables are grouped by both. Under
+    `torch.compile` (`compiling()`) the kernel has no fake implementation
+    for a tensor learning rate on the CPU, so the same rule is traced as a
+    few `torch._foreach_*` operations over all the variables (what
+    `torch.optim`'s compiled Adam traces, and what inductor fuses), not one
+    chain of Keras operations per variable: Dynamo's tracing of a tiny
+    classifier's training step took 252 s with the chains, on a loaded machine.
     """
+    gradients = [_torch_tensor(g).to(dtype=w.dtype, device=w.device) for g, w in zip(gradients, variables)]
     groups = {}
     for tensors in zip(variables, gradients, momentums, velocities):
         groups.setdefault((tensors[0].device, tensors[0].dtype), []).append(tensors)
+    update = _traced_adam if compiling() else _fused_adam
     for group in groups.values():
-        params, grads, exp_avgs, exp_avg_sqs = (list(tensors) for tensors in zip(*group))
-        fused_adam_kernel()(
-            params, grads, exp_avgs, exp_avg_sqs, [], [step] * len(params),
-            lr=learning_rate, beta1=betas[0], beta2=betas[1], weight_decay=0.0, eps=epsilon,
-            amsgrad=False, maximize=False,
-        )
+        update(*(list(tensors) for tensors in zip(*group)), step, learning_rate, betas, epsilon)
+
+
+def _fused_adam(params, grads, exp_avgs, exp_avg_sqs, step, learning_rate, betas, epsilon):
+    fused_adam_kernel()(
+        params, grads, exp_avgs, exp_avg_sqs, [], [step] * len(params),
+        lr=learning_rate, beta1=betas[0], beta2=betas[1], weight_decay=0.0, eps=epsilon,
+        amsgrad=False, maximize=False,
+    )
+
+
+def _traced_adam(params, grads, exp_avgs, exp_avg_sqs, step, learning_rate, betas, epsilon):
+    import torch
+
+    beta_1, beta_2 = betas
+    torch._foreach_lerp_(exp_avgs, grads, 1 - beta_1)
+    torch._foreach_mul_(exp_avg_sqs, beta_2)
+    torch._foreach_addcmul_(exp_avg_sqs, grads, grads, value=1 - beta_2)
+    denominators = torch._foreach_sqrt(exp_avg_sqs)
+    torch._foreach_div_(denominators, torch.sqrt(1 - torch.pow(beta_2, step)))
+    torch._foreach_add_(denominators, epsilon)
+    updates = torch._foreach_div(exp_avgs, denominators)
+    torch._foreach_mul_(updates, learning_rate / (1 - torch.pow(beta_1, step)))
+    torch._foreach_sub_(params, updates)
 
 
 def dense(inputs, kernel, bias, kernel_transposed=False):

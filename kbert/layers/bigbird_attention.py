@@ -200,13 +200,7 @@ class BigBirdAttention(MultiHeadAttention):
         middle = padded // b - 2
         group, groups = group_blocks(middle, b)
 
-        def tables():
-            table = self.key_blocks(n, group * groups)  # (rows, h, slots)
-            used = np.repeat(table >= 0, b, axis=-1)[:, :, None, :]  # (rows, h, 1, slots·b)
-            index = np.maximum(table, 0) + np.arange(h)[:, None] * (padded // b)
-            return index, np.maximum(table, 0), used
-
-        index, table, used = constant_tensors(self, ("middle rows", n, group * groups, padded), tables)
+        index, table, used = constant_tensors(self, "middle_row_tables", n, group * groups, padded)
         q_mid = pad(query[:, b:-b], ((0, 0), (0, (group * groups - middle) * b), (0, 0), (0, 0)))
         q_mid = ops.reshape(q_mid, (-1, group * groups, b, h, query.shape[-1]))
         k_flat, v_flat = (ops.reshape(x, (-1, h * padded // b, b, x.shape[-1])) for x in (key, value))
@@ -233,6 +227,20 @@ class BigBirdAttention(MultiHeadAttention):
 
         context = map_groups(self, group_context, groups, group, training, axis=1)
         return ops.reshape(context[:, :middle], (-1, middle * b, h, value.shape[-1]))
+
+    def middle_row_tables(self, sequence_length, rows, padded):
+        """NumPy `(index, table, used)` of `_middle_rows` for `rows` rows of a `padded`-token sequence.
+
+        `table` is `key_blocks(sequence_length, rows)` with unused slots at
+        block 0, `index` the same blocks counted over every head's blocks
+        (head-major), and `used` `(rows, heads, 1, slots·block_size)` whether
+        each key position's slot is used.
+        """
+        b, h = self.block_size, self.num_heads
+        table = self.key_blocks(sequence_length, rows)  # (rows, h, slots)
+        used = np.repeat(table >= 0, b, axis=-1)[:, :, None, :]
+        index = np.maximum(table, 0) + np.arange(h)[:, None] * (padded // b)
+        return index, np.maximum(table, 0), used
 
     def arguments_keeping_heads(self, heads):
         """`num_heads`, and the plan heads the kept heads take."""

@@ -326,11 +326,7 @@ class LongformerAttention(MultiHeadAttention):
         k, v = (pad_blocks(ops.swapaxes(blocked(x), 3, 4)) for x in (key, value))
         valid = pad_blocks(blocked(key_valid))  # (B, z, blocks + 2, w)
 
-        def window():
-            offset = np.arange(3 * w)[None, :] - w - np.arange(w)[:, None]
-            return (np.abs(offset) <= w,)
-
-        (in_window,) = constant_tensors(self, ("window", w), window)  # (w, 3w)
+        (in_window,) = constant_tensors(self, "window_table", w)  # (w, 3w)
         if global_keys is not None:
             global_keys = self._spread(global_keys, (ops.shape(q)[0], dilation, group), w)
 
@@ -353,6 +349,12 @@ class LongformerAttention(MultiHeadAttention):
         context = map_groups(self, group_context, groups, group, training, axis=2)
         context = ops.moveaxis(context, 1, 3)  # (B, blocks, w, z, h, d)
         return ops.reshape(context, (-1, padded, heads, context.shape[-1]))[:, :n]
+
+    @staticmethod
+    def window_table(w):
+        """Bool NumPy `(w, 3w)`: whether query `i` of a block attends key `j` of the three blocks around it."""
+        offset = np.arange(3 * w)[None, :] - w - np.arange(w)[:, None]
+        return (np.abs(offset) <= w,)
 
     def _spread(self, global_keys, leading, w):
         """The global keys and values, heads first, and their mask, for every block of a group.

@@ -70,8 +70,8 @@ def _free_port():
 
 
 def _environment(**variables):
-    env = {name: value for name, value in os.environ.items() if name != "XLA_FLAGS"}
-    return dict(env, PYTHONPATH=ROOT, OMP_NUM_THREADS="1", **variables)
+    """The suite's environment for a job's process: its `XLA_FLAGS` (XLA's quick CPU compiles) and JAX cache."""
+    return dict(os.environ, PYTHONPATH=ROOT, OMP_NUM_THREADS="1", **variables)
 
 
 def _kbert(*arguments):
@@ -151,7 +151,8 @@ def _weight_difference(output, reference):
 
 
 def _two_jax_devices(run, folder):
-    env = _environment(KERAS_BACKEND="jax", XLA_FLAGS="--xla_force_host_platform_device_count=2")
+    env = _environment(KERAS_BACKEND="jax",
+                       XLA_FLAGS=f"{os.environ.get('XLA_FLAGS', '')} --xla_force_host_platform_device_count=2")
     result = subprocess.run([sys.executable, __file__, run, str(folder)], env=env, capture_output=True,
                             text=True, timeout=TIME_LIMIT)
     assert result.returncode == 0, result.stderr[-3000:]

@@ -54,6 +54,7 @@ CASES = {
 }
 
 
+@pytest.mark.rotated(reason="the job around the task: each backend's task fits, saves and predicts in tests/tasks")
 @pytest.mark.parametrize("case", list(CASES))
 def test_every_task_fine_tunes_scores_and_saves(case, checkpoint, tmp_path):
     task, options, model_class, ranges = CASES[case]
@@ -97,6 +98,7 @@ def test_xlnet_batches_put_cls_last_pad_left_and_move_the_tags_with_their_tokens
         assert np.asarray(x["segment_ids"][row])[-1] == 2  # <cls>'s token type
 
 
+@pytest.mark.rotated(reason="the job around the task: each backend's task fits, saves and predicts in tests/tasks")
 @pytest.mark.parametrize("task, model_class, score", [("classify", TextClassifier, "accuracy"),
                                                       ("tag", TokenClassifier, "f1")])
 def test_xlnet_fine_tunes_and_predicts_with_a_sentencepiece_vocabulary(task, model_class, score, xlnet_checkpoint,
@@ -140,6 +142,7 @@ def _weights(path):
     return [keras.ops.convert_to_numpy(v) for v in keras.saving.load_model(path).weights]
 
 
+@pytest.mark.backend_independent  # the job's resume; each backend's exact resume: tests/test_resumable_run.py
 @pytest.mark.slow(reason="a fine-tuning run whole, then interrupted and resumed")
 def test_an_interrupted_run_resumes_to_the_uninterrupted_result(checkpoint, tmp_path):
     train, validation = write_task_files("classify", tmp_path, suffix=".jsonl", classes=3)

