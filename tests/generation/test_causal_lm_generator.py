@@ -131,7 +131,8 @@ def test_beam_search_finds_the_exact_best_continuation():
                                   num_beams=vocabulary ** (steps - 1), length_penalty=0.0)(x)
     for row in range(2):
         text = list(x["token_ids"][row][x["padding_mask"][row] == 1])
-        scores = functools.lru_cache(maxsize=None)(lambda prefix: log_probabilities(gpt2, text + list(prefix)))
+        scores = functools.lru_cache(maxsize=None)(
+            lambda prefix, text=text: log_probabilities(gpt2, text + list(prefix)))
         best, best_score = None, -np.inf
         for sequence in itertools.product(range(vocabulary), repeat=steps):
             end = sequence.index(END) if END in sequence else None

@@ -74,7 +74,7 @@ def _models(tokenizer):
     }
 
 
-@pytest.mark.rotated(reason="the command around the text call; each backend's text calls: tests/tasks/test_text_calls.py")
+@pytest.mark.rotated(reason="the command around the text call; each backend's: tests/tasks/test_text_calls.py")
 @pytest.mark.parametrize("task", ["regress", "pairs", "tag", "qa", "choice", "fill_mask"])
 def test_every_task_type_prints_its_text_call(task, tmp_path, capsys):
     write_vocabulary(tmp_path)
@@ -412,7 +412,7 @@ def test_a_text_pair_is_refused_by_a_tagger_qa_fill_mask_and_gpt2(task, tmp_path
             refuse_inapplicable(model, {"text": "bob", "question": "who?"})
 
 
-@pytest.mark.rotated(reason="the command around the demo's masked-LM logits; each pretrainer's numbers per backend: tests/pretraining")
+@pytest.mark.rotated(reason="the command around the demo's masked-LM logits; each pretrainer's: tests/pretraining")
 @pytest.mark.parametrize("name", ["StructBertPretrainer", "SpanBertPretrainer", "ElectraPretrainer",
                                   "XLNetPretrainer"])
 def test_a_pretraining_runs_model_gives_the_top_tokens_for_each_mask(name, tmp_path, capsys):
