@@ -1,11 +1,10 @@
 #!/usr/bin/env bash
 # Run the whole test suite once per Keras backend; fail if any run fails.
 # The runs go side by side, each run's output printed whole, in order, when
-# all have finished. JAX's and TensorFlow's runs, the longest (JAX compiles
-# every eager operation per shape; TensorFlow's exports and XLA objectives run
-# there only), go as two processes each over alternate test files
+# all have finished. JAX's run, the longest (it compiles every eager operation
+# per shape), goes as two processes over alternate test files
 # (KBERT_TEST_SHARD, tests/conftest.py), so that both cores stay busy to the
-# end: with TensorFlow's as one, it ran alone for its last 180 s. PyTorch's run keeps to one OpenMP thread: with several runs on two
+# end. PyTorch's run keeps to one OpenMP thread: with several runs on two
 # cores its threads would spin-wait for each other (a small LSTM step took
 # 0.5 s with two threads, 5 ms with one).
 # Each run leaves a JUnit report in test-reports/; the 30 slowest tests of
@@ -14,7 +13,7 @@ set -u
 cd "$(dirname "$0")/.."
 PY=${PY:-.venv/bin/python}
 REPORTS=${REPORTS:-test-reports}
-RUNS=(tensorflow.1/2 tensorflow.2/2 jax.1/2 jax.2/2 torch)  # backend[.shard/shards]
+RUNS=(tensorflow jax.1/2 jax.2/2 torch)  # backend[.shard/shards]
 logs=$(mktemp -d)
 rm -f "$REPORTS"/*.xml
 mkdir -p "$REPORTS"
