@@ -23,12 +23,16 @@ A test marked `@pytest.mark.rotated(reason)` (a learning check: a few steps lowe
 backend's run, picked from its test id by `rotation_backend` (a fixed rotation, so that a failure
 reproduces; `KBERT_ROTATION=all` runs it on every backend): the check is of the objective and the
 recipe, and every backend still meets a share of them; each backend's training step itself is
-checked on every backend by the harnesses' `fit_step`.
+checked on every backend by the harnesses' `fit_step`. What rotates (these tests, the every-door
+matrix, the portability matrix's saves) is shared by `ROTATION`'s slots, one per process of
+`scripts/test.sh`: JAX's run is two processes, so it takes half, TensorFlow's and PyTorch's a quarter.
 
 `KBERT_TEST_SHARD=k/n` keeps the test files of shard k of n (the sorted
 files, every n-th from the k-th), so that `scripts/test.sh` can run the
 slowest backend's suite as two processes; a fixed split, so a failure
-reproduces with the same shard.
+reproduces with the same shard. The files of `SPLIT_BY_TEST` (each test a
+whole job or program, with no fixture worth building once) are split by
+test instead: their tests alternate between the shards.
 
 A test marked `@pytest.mark.fast_paths_both_ways` (a parity check) runs twice
 on PyTorch, with `kbert.backend.fast_paths` on and off (ids `[fast_paths_on]`,
@@ -70,6 +74,12 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 # test_rotation.py, which reads the whole session's tests (the JAX run is sharded).
 ON_PYTORCH = ("jobs", "test_doctests.py", "test_readme.py", "test_rotation.py", "analysis/test_head_pruning.py")
 BACKENDS = ("tensorflow", "jax", "torch")
+# One slot per process of scripts/test.sh (JAX's run is two), in an order where any four in a row
+# hold every backend: what rotates takes the slots in turn.
+ROTATION = ("tensorflow", "jax", "torch", "jax")
+# The two largest files of JAX's run, split by test between its shards (their tests took 281 s and
+# 247 s of one shard's 1,845 s, which then ended 685 s after the other).
+SPLIT_BY_TEST = ("test_every_door.py", "jobs/test_distributed_runs.py")
 
 # `keras.utils.set_random_seed` also seeds TensorFlow whenever it is installed,
 # importing it on every backend; import it here with its start-up lines kept
@@ -103,26 +113,37 @@ def _fast_paths_switch(request):
 
 
 def _shard(items, shard):
-    """The items of the test files of `shard` ("k/n", k from 1), and the others."""
+    """The items of the test files of `shard` ("k/n", k from 1) and its share of `SPLIT_BY_TEST`'s tests,
+    and the others."""
     try:
         k, n = (int(part) for part in shard.split("/"))
         assert 1 <= k <= n
     except (ValueError, AssertionError):
         raise pytest.UsageError(f"KBERT_TEST_SHARD must be k/n with 1 <= k <= n; received {shard!r}.") from None
-    files = sorted({item.path for item in items})
+    files = sorted({item.path for item in items if _relative(item.path) not in SPLIT_BY_TEST})
     kept = set(files[k - 1 :: n])
-    return [item for item in items if item.path in kept], [item for item in items if item.path not in kept]
+    split = [item for item in items if _relative(item.path) in SPLIT_BY_TEST]
+    kept_ids = set()
+    for path in {item.path for item in split}:
+        kept_ids |= {item.nodeid for item in [item for item in split if item.path == path][k - 1 :: n]}
+    ours = [item for item in items if item.path in kept or item.nodeid in kept_ids]
+    return ours, [item for item in items if not (item.path in kept or item.nodeid in kept_ids)]
+
+
+def _relative(path):
+    """`path` relative to tests/, with forward slashes."""
+    return os.path.relpath(os.path.abspath(path), HERE).replace(os.sep, "/")
 
 
 def independent_run(path):
     """The backend whose run runs the `backend_independent` tests of the test file `path`."""
-    relative = os.path.relpath(os.path.abspath(path), HERE).replace(os.sep, "/")
+    relative = _relative(path)
     return "torch" if any(relative == name or relative.startswith(name + "/") for name in ON_PYTORCH) else "jax"
 
 
 def rotation_backend(nodeid):
     """The backend whose run runs the `rotated` test `nodeid` (its path and name, parameters included)."""
-    return BACKENDS[zlib.crc32(nodeid.encode()) % len(BACKENDS)]
+    return ROTATION[zlib.crc32(nodeid.encode()) % len(ROTATION)]
 
 
 def pytest_collection_modifyitems(config, items):

@@ -46,8 +46,9 @@ arguments): `backend_comparison` (a process per backend itself) and
 `__main__`.
 
 Each pair runs in one backend's run of the suite, by a fixed rotation
-(`_rotation`: the pairs in the table's order take TensorFlow, JAX and
-PyTorch in turn), so each run takes a third of the matrix and a failure
+(`_rotation`: the pairs in the table's order take the slots of
+`conftest.ROTATION` in turn, one per process of the suite: TensorFlow, JAX,
+PyTorch, JAX), so each process takes a quarter of the matrix and a failure
 reproduces on the backend that found it; `PINNED` doors are one backend's
 (the examples, whole programs, run in the PyTorch run; `tpu_fit` is
 TensorFlow's). The backend-dependent contracts behind the
@@ -67,6 +68,7 @@ import sys
 import keras
 import numpy as np
 import pytest
+from conftest import BACKENDS, ROTATION
 from finetuning_data import VOCABULARY, write_task_files, write_vocabulary
 from tasks.task_testing import FAMILIES as ENCODER_FAMILIES
 
@@ -79,7 +81,6 @@ from kbert.models import presets
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 SENTENCE = "The quick brown fox jumps over the lazy dog."
 EXAMPLE_TIMEOUT_S = 300
-BACKENDS = ("tensorflow", "jax", "torch")
 
 # family -> the preset that stands for it: the encoders' (tests/tasks/task_testing.py), then the others.
 FAMILIES = {**ENCODER_FAMILIES, "t5": "t5_small", "gpt2": "gpt2_tiny", "bart": "bart_tiny", "elmo": "elmo_small",
@@ -553,7 +554,7 @@ def _rotation():
     names. `KBERT_EVERY_DOOR=all` runs every pair in every backend's run.
     """
     rotating = sorted((pair for pair in _pairs() if pair[1] not in PINNED), key=lambda pair: _FAMILY_ORDER[pair[0]])
-    backends = {pair: BACKENDS[index % len(BACKENDS)] for index, pair in enumerate(rotating)}
+    backends = {pair: ROTATION[index % len(ROTATION)] for index, pair in enumerate(rotating)}
     return {pair: PINNED.get(pair[1], backends.get(pair)) for pair in _pairs()}
 
 
@@ -580,10 +581,11 @@ def test_every_pair_is_in_the_matrix_once():
 
 
 @pytest.mark.backend_independent  # reads the table
-def test_the_rotation_gives_each_pair_one_backend_and_each_backend_a_third():
+def test_the_rotation_gives_each_pair_one_backend_and_each_process_a_quarter():
     rotation = _rotation()
     assert sorted(rotation) == sorted(_pairs()) and set(rotation.values()) == set(BACKENDS)
-    shares = [sum(backend == b for (_, door), backend in rotation.items() if door not in PINNED) for b in BACKENDS]
+    shares = [sum(backend == b for (_, door), backend in rotation.items() if door not in PINNED) / ROTATION.count(b)
+              for b in BACKENDS]
     assert max(shares) - min(shares) <= 1, shares
     for family in FAMILIES:  # every family meets every backend in the matrix too
         assert {b for (f, _), b in rotation.items() if family in f.split("+")} == set(BACKENDS), family

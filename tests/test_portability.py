@@ -1,7 +1,9 @@
 """Models trained on this backend load, answer alike and train on the two others (a rotation of the matrix).
 
 Every family's task model and every pretrainer (`tests/portability.py`,
-`MOVED`) moves in one of the three backends' runs: a third of them is
+`MOVED`) moves in one of the three backends' runs: a share of them (the
+models take `conftest.ROTATION`'s slots in turn, one per process of the suite:
+a quarter for TensorFlow and PyTorch, half for JAX) is
 trained one step here with kbert's optimizer and saved as `.keras`; then one
 fresh process per other backend loads its share and checks it: the same weights
 exactly, the same outputs to 1e-4, each variable's Adam slots back on that variable, one more
@@ -19,20 +21,20 @@ import subprocess
 import sys
 
 import pytest
+from conftest import BACKENDS, ROTATION
 from helpers import BACKEND
 from portability import MOVED, save
 
-BACKENDS = ("tensorflow", "jax", "torch")
 NAMES = sorted(MOVED)
 SCRIPT = pathlib.Path(__file__).resolve().parent / "portability.py"
 TIMEOUT_S = 900
 
 
 def destinations(backend):
-    """name -> the backend that loads it, for the models `backend`'s run saves: a third of them, sent to the
-    two other backends in turn."""
+    """name -> the backend that loads it, for the models `backend`'s run saves (`ROTATION`'s share), sent to
+    the two other backends in turn."""
     others = [other for other in BACKENDS if other != backend]
-    mine = NAMES[BACKENDS.index(backend)::len(BACKENDS)]
+    mine = [name for index, name in enumerate(NAMES) if ROTATION[index % len(ROTATION)] == backend]
     return {name: others[index % 2] for index, name in enumerate(mine)}
 
 
@@ -67,7 +69,7 @@ def test_the_rotation_covers_every_model_and_pair():
     assert len(set(moves.values())) == 6
 
 
-@pytest.mark.slow(reason="two fresh processes of the other backends load, check and train a third of the models")
+@pytest.mark.slow(reason="two fresh processes of the other backends load, check and train this run's share of the models")
 @pytest.mark.parametrize("name", sorted(destinations(BACKEND)))
 def test_saved_here_loads_answers_and_trains_there(name, results):
     backend, error = results[name]
