@@ -69,7 +69,7 @@ def test_the_rotation_covers_every_model_and_pair():
     assert len(set(moves.values())) == 6
 
 
-@pytest.mark.slow(reason="two fresh processes of the other backends load, check and train this run's share of the models")
+@pytest.mark.slow(reason="two fresh processes of the other backends load, check and train this run's share")
 @pytest.mark.parametrize("name", sorted(destinations(BACKEND)))
 def test_saved_here_loads_answers_and_trains_there(name, results):
     backend, error = results[name]
