@@ -17,7 +17,7 @@ from collections.abc import Callable
 import keras
 import numpy as np
 import pytest
-from backbone_harness import BACKBONE_CHECKS, BackboneCase, check_dtype_policy, run_backbone_check
+from backbone_harness import BACKBONE_CHECKS, BackboneCase, check_dtype_policy, forward, run_backbone_check
 from helpers import BACKEND, to_numpy
 
 from kbert.backend.ops import dtype_name
@@ -44,7 +44,7 @@ class TaskCase(BackboneCase):
 def check_mixed_loss(case, policy):
     """The backbone's mixed-policy check, and the loss under it: float32 and finite."""
     model, x = check_dtype_policy(case, policy)
-    loss = model.compute_loss(x, case.targets(x), model(x))
+    loss = model.compute_loss(x, case.targets(x), forward(model, x))
     assert dtype_name(loss) == "float32"
     assert np.isfinite(to_numpy(loss))
 
