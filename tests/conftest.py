@@ -24,8 +24,8 @@ backend's run, picked from its test id by `rotation_backend` (a fixed rotation, 
 reproduces; `KBERT_ROTATION=all` runs it on every backend): the check is of the objective and the
 recipe, and every backend still meets a share of them; each backend's training step itself is
 checked on every backend by the harnesses' `fit_step`. What rotates (these tests, the every-door
-matrix, the portability matrix's saves) is shared by `ROTATION`'s slots, one per process of
-`scripts/test.sh`: JAX's run is two processes, so it takes half, TensorFlow's and PyTorch's a quarter.
+matrix, the portability matrix's saves) is shared by `ROTATION`'s slots: half for PyTorch, which
+runs them without compiling, a quarter each for TensorFlow and JAX.
 
 `KBERT_TEST_SHARD=k/n` keeps the test files of shard k of n (the sorted
 files, every n-th from the k-th), so that `scripts/test.sh` can run the
@@ -74,9 +74,11 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 # test_rotation.py, which reads the whole session's tests (the JAX run is sharded).
 ON_PYTORCH = ("jobs", "test_doctests.py", "test_readme.py", "test_rotation.py", "analysis/test_head_pruning.py")
 BACKENDS = ("tensorflow", "jax", "torch")
-# One slot per process of scripts/test.sh (JAX's run is two), in an order where any four in a row
-# hold every backend: what rotates takes the slots in turn.
-ROTATION = ("tensorflow", "jax", "torch", "jax")
+# What rotates takes these slots in turn (any four in a row hold every backend). PyTorch takes half:
+# it runs a tiny model's few steps without compiling (a learning check: 1-6 s, against 10-40 s on
+# TensorFlow and JAX, which compile the step), and TensorFlow's run is the suite's longest. With
+# JAX taking half instead (its run is two processes), the suite took longer: JAX compiles each door.
+ROTATION = ("tensorflow", "torch", "jax", "torch")
 # The two largest files of JAX's run, split by test between its shards (their tests took 281 s and
 # 247 s of one shard's 1,845 s, which then ended 685 s after the other).
 SPLIT_BY_TEST = ("test_every_door.py", "jobs/test_distributed_runs.py")

@@ -2,8 +2,8 @@
 
 Every family's task model and every pretrainer (`tests/portability.py`,
 `MOVED`) moves in one of the three backends' runs: a share of them (the
-models take `conftest.ROTATION`'s slots in turn, one per process of the suite:
-a quarter for TensorFlow and PyTorch, half for JAX) is
+models take `conftest.ROTATION`'s slots in turn: a quarter for TensorFlow
+and JAX, half for PyTorch) is
 trained one step here with kbert's optimizer and saved as `.keras`; then one
 fresh process per other backend loads its share and checks it: the same weights
 exactly, the same outputs to 1e-4, each variable's Adam slots back on that variable, one more
