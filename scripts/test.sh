@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # Run the whole test suite once per Keras backend; fail if any run fails.
 # The runs go side by side, each run's output printed whole, in order, when
-# all have finished. JAX's run, the longest (it compiles every eager operation
-# per shape), goes as two processes over alternate test files
-# (KBERT_TEST_SHARD, tests/conftest.py), so that both cores stay busy to the
-# end. PyTorch's run keeps to one OpenMP thread: with several runs on two
+# all have finished. JAX's run (it compiles every eager operation per shape)
+# goes as two processes over alternate test files (KBERT_TEST_SHARD,
+# tests/conftest.py), so that both cores stay busy to the end; TensorFlow's
+# run, one process, is now the last to end. PyTorch's run keeps to one OpenMP thread: with several runs on two
 # cores its threads would spin-wait for each other (a small LSTM step took
 # 0.5 s with two threads, 5 ms with one).
 # Each run leaves a JUnit report in test-reports/; the 30 slowest tests of

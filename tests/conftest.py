@@ -123,13 +123,10 @@ def _shard(items, shard):
     except (ValueError, AssertionError):
         raise pytest.UsageError(f"KBERT_TEST_SHARD must be k/n with 1 <= k <= n; received {shard!r}.") from None
     files = sorted({item.path for item in items if _relative(item.path) not in SPLIT_BY_TEST})
-    kept = set(files[k - 1 :: n])
-    split = [item for item in items if _relative(item.path) in SPLIT_BY_TEST]
-    kept_ids = set()
-    for path in {item.path for item in split}:
-        kept_ids |= {item.nodeid for item in [item for item in split if item.path == path][k - 1 :: n]}
-    ours = [item for item in items if item.path in kept or item.nodeid in kept_ids]
-    return ours, [item for item in items if not (item.path in kept or item.nodeid in kept_ids)]
+    kept = {item.nodeid for item in items if item.path in set(files[k - 1 :: n])}
+    for path in {item.path for item in items} - set(files):  # SPLIT_BY_TEST's: every n-th test
+        kept |= {item.nodeid for item in [item for item in items if item.path == path][k - 1 :: n]}
+    return [item for item in items if item.nodeid in kept], [item for item in items if item.nodeid not in kept]
 
 
 def _relative(path):
