@@ -100,7 +100,7 @@ def pretrain(rates, tokenizer, documents, args):
         "adamw", args.learning_rate, total_steps=args.steps, warmup_steps=args.steps // 10))
     data = pretraining_dataset(documents, tokenizer, objective="mlm", sequence_length=args.length,
                                batch_size=args.batch_size, seed=args.seed, replacement_rates=rates)
-    pretrainer.fit(data, steps_per_epoch=args.steps, epochs=1, verbose=0)
+    pretrainer.fit(data, steps_per_epoch=args.steps, epochs=1, shuffle=False, verbose=0)  # the pipeline shuffles
     return pretrainer
 
 

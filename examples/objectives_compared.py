@@ -1,6 +1,7 @@
 """Every pretraining objective of the lectures on the same small model at equal compute, then fine-tuned.
 
-    KERAS_BACKEND=jax python examples/objectives_compared.py [--mlm-steps 600] [--seeds 3] [--output FILE] [--smoke]
+    KERAS_BACKEND=jax python examples/objectives_compared.py [--mlm-steps 1000] [--seeds 3] [--runs FOLDER]
+        [--only ROW ...] [--output FILE] [--smoke]
 
 The same small encoder (`bert_tiny`: 2 layers, H 128, 2 heads, I 512; pre-LN,
 no dropout, as `kbert pretrain` trains it) is pretrained on `kbert pretrain`'s
@@ -49,9 +50,16 @@ helps span tasks (Joshi et al. 2020, SpanBERT), StructBERT's and XLNet's
 objectives beat MLM (Wang et al. 2020; Yang et al. 2019): "holds" or "does
 not hold" where the difference of the means exceeds twice its standard error
 over the seeds, else "cannot tell at this budget"; with the margin.
+
+Each run's scores are written to `--runs FOLDER/<row>/<seed>/row.json` as it
+ends, and read back instead of rerun: a stopped comparison resumes, and
+processes that share the folder (`--only` some rows each, for example one per
+core under `taskset`) give one table when the script runs once more without
+`--only`. A folder of runs made with other arguments is refused.
 """
 
 import argparse
+import json
 import os
 import re
 import tempfile
@@ -61,7 +69,7 @@ import keras
 import numpy as np
 
 from kbert.jobs.bbc_news import read_bbc_news
-from kbert.jobs.finetuning_run import DEMO_LEARNING_RATE, finetune
+from kbert.jobs.finetuning_run import DEMO_EPOCHS, DEMO_LEARNING_RATE, finetune
 from kbert.jobs.objective_catalog import OBJECTIVES
 from kbert.jobs.pretraining_run import HELD_OUT_EVERY, default_corpus
 from kbert.jobs.run_outputs import run_optimizer
@@ -97,6 +105,8 @@ VERDICTS = {
     "XLNet's gains (BBC accuracy)": ("plm", "mlm", "accuracy", True),
 }
 SPAN_TAGS = ("B-NAME", "I-NAME", "O")
+# what `--runs`' arguments file leaves out: which rows, seeds and files a process takes
+RESULT_INDEPENDENT_ARGUMENTS = ("only", "seeds", "runs", "output")
 SBO_POSITION_DIM = 200  # `SpanBertPretrainer`'s offset table width
 
 
@@ -196,7 +206,7 @@ def pretrain(objective, tokenizer, train_documents, held_out_documents, args, se
     step_flops = training_flops(objective, pretrainer, backbone, x)
     steps = max(round(args.budget / step_flops), 1)
     pretrainer.compile(optimizer=run_optimizer(steps, args.learning_rate))
-    pretrainer.fit(train, steps_per_epoch=steps, epochs=1, verbose=0)
+    pretrainer.fit(train, steps_per_epoch=steps, epochs=1, shuffle=False, verbose=0)  # the pipeline shuffles
     report = record.report.evaluate(pretrainer, held_out, train_documents, tokenizer, lambda line: None)
     return backbone, report, steps, steps * step_flops
 
@@ -232,7 +242,7 @@ def _mean_std(runs, score):
 def table(results, args):
     lines = [
         f"Objectives at equal compute: {args.mlm_steps} MLM steps of {args.batch_size} x {args.length} "
-        f"({results['mlm'][0]['flops'] / 1e12:.2f} TFLOPs per run), bert_tiny-sized models (PLM: xlnet_tiny, "
+        f"({args.budget / 1e12:.2f} TFLOPs per run), bert_tiny-sized models (PLM: xlnet_tiny, "
         f"same size), seeds {args.seed}..{args.seed + args.seeds - 1} (mean ± std), backend "
         f"{keras.backend.backend()}.",
         f"Fine-tuning: {args.task_epochs} epochs at {args.task_length} tokens, learning rate "
@@ -282,22 +292,23 @@ def verdicts(results):
 
 def parse_arguments():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--mlm-steps", type=int, default=600, help="the MLM run's steps; the compute of every run")
+    parser.add_argument("--mlm-steps", type=int, default=1000, help="the MLM run's steps; the compute of every run")
     parser.add_argument("--batch-size", type=int, default=32)
     parser.add_argument("--length", type=int, default=64, help="pretraining sequence length")
-    parser.add_argument("--vocabulary-size", type=int, default=4000)
+    parser.add_argument("--vocabulary-size", type=int, default=8000, help="kbert pretrain's default")
     parser.add_argument("--learning-rate", type=float, default=2e-3, help="pretraining peak")
     parser.add_argument("--documents", type=int, help="pretrain on only the first N documents of the corpus")
     parser.add_argument("--bbc-train", type=int, help="fine-tune on only N BBC News training articles")
     parser.add_argument("--bbc-validation", type=int, help="score on only N BBC News validation articles")
     parser.add_argument("--tag-train", type=int, default=2000, help="span-tagging training sentences")
     parser.add_argument("--tag-test", type=int, default=1000, help="span-tagging held-out sentences")
-    parser.add_argument("--task-epochs", type=int, default=2)
+    parser.add_argument("--task-epochs", type=int, default=DEMO_EPOCHS)
     parser.add_argument("--task-length", type=int, default=128, help="fine-tuning sequence length")
     parser.add_argument("--task-learning-rate", type=float, default=DEMO_LEARNING_RATE)
     parser.add_argument("--seed", type=int, default=0, help="the data's seed, and the first run's")
     parser.add_argument("--seeds", type=int, default=3, help="runs per row, seeds --seed, --seed + 1, ...")
-    parser.add_argument("--only", nargs="+", choices=list(ROWS), help="run only these objectives (mlm always)")
+    parser.add_argument("--only", nargs="+", choices=[*ROWS, SCRATCH], help="run only these rows")
+    parser.add_argument("--runs", help="folder of the runs' scores, read back when there (default: a new one)")
     parser.add_argument("--output", help="also write the table to this file")
     parser.add_argument("--smoke", action="store_true", help="tiny sizes: check that the script runs")
     args = parser.parse_args()
@@ -308,8 +319,35 @@ def parse_arguments():
     return args
 
 
+def runs_folder(args):
+    """`--runs` (or a new temporary folder), with the arguments its runs were made with: written, or checked."""
+    folder = args.runs or tempfile.mkdtemp(prefix="objectives_compared_")
+    arguments = {name: value for name, value in vars(args).items() if name not in RESULT_INDEPENDENT_ARGUMENTS}
+    path = os.path.join(folder, "arguments.json")
+    if not os.path.exists(path):
+        os.makedirs(folder, exist_ok=True)
+        with open(path, "w") as file:
+            json.dump(arguments, file, indent=2)
+        return folder
+    with open(path) as file:
+        saved = json.load(file)
+    changed = [f"--{name.replace('_', '-')} {saved.get(name)}, not {value}" for name, value in arguments.items()
+               if saved.get(name) != value]
+    if changed:
+        raise SystemExit(f"--runs {folder} holds runs made with other arguments ({'; '.join(changed)}); "
+                         "give another folder.")
+    return folder
+
+
 def run(objective, seed, tokenizer, train_documents, held_out, bbc, spans, output, args):
-    """One row's run with `seed`: pretrained (from scratch: a fresh bert_tiny) then fine-tuned on both tasks."""
+    """One row's run with `seed`: pretrained (from scratch: a fresh bert_tiny) then fine-tuned on both tasks.
+
+    Its scores are saved to `output/row.json`, and read from there when an earlier run wrote them.
+    """
+    path = os.path.join(output, "row.json")
+    if os.path.exists(path):
+        with open(path) as file:
+            return json.load(file)
     start = time.perf_counter()
     if objective == SCRATCH:
         keras.utils.set_random_seed(seed)
@@ -323,11 +361,15 @@ def run(objective, seed, tokenizer, train_documents, held_out, bbc, spans, outpu
                macro_f1=topics["macro_f1"], span_f1=tagging["f1"], minutes=(time.perf_counter() - start) / 60)
     print(f"{objective} seed {seed}: {steps} steps, {flops / 1e12:.3f} TFLOPs, BBC accuracy "
           f"{topics['accuracy']:.3f}, span F1 {tagging['f1']:.3f} ({row['minutes']:.1f} min)", flush=True)
+    os.makedirs(output, exist_ok=True)
+    with open(path, "w") as file:
+        json.dump(row, file, default=float)
     return row
 
 
 def main():
     args = parse_arguments()
+    output = runs_folder(args)
     documents = default_corpus()[: args.documents]
     held_out = documents[HELD_OUT_EVERY - 1 :: HELD_OUT_EVERY]
     train_documents = [d for i, d in enumerate(documents) if i % HELD_OUT_EVERY != HELD_OUT_EVERY - 1]
@@ -339,10 +381,10 @@ def main():
                         data.labels) for data, count in ((bbc_train, args.bbc_train),
                                                           (bbc_validation, args.bbc_validation))]
     spans = (span_task(train_documents, args.tag_train, 1), span_task(held_out, args.tag_test, 2))
-    objectives = [name for name in ROWS if not args.only or name in args.only or name == "mlm"]
-    results, output = {}, tempfile.mkdtemp(prefix="objectives_compared_")
+    objectives = [name for name in (*ROWS, SCRATCH) if not args.only or name in args.only]
+    results = {}
     args.budget = mlm_budget(tokenizer, train_documents, held_out, args)
-    for objective in (*objectives, SCRATCH):
+    for objective in objectives:
         results[objective] = [run(objective, seed, tokenizer, train_documents, held_out, bbc, spans,
                                   os.path.join(output, objective, str(seed)), args)
                               for seed in range(args.seed, args.seed + args.seeds)]

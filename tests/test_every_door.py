@@ -131,8 +131,10 @@ EXAMPLES = {
     "gpt2_pretrain_and_sample": (("gpt2",), ["--smoke", "--output", "{output}"]),
     "long_document_classification": (("bert", "bigbird", "longformer"), ["--smoke"]),
     "masking_strategies": (("bert",), ["--smoke"]),
-    # the program end to end on two objectives' rows; every objective pretrains through its own door
-    "objectives_compared": (("bert", "xlnet"), ["--smoke", "--only", "plm"]),
+    # the program end to end on two objectives' rows and from scratch; every objective pretrains through its own
+    # door
+    "objectives_compared": (("bert", "xlnet"), ["--smoke", "--only", "mlm", "plm", "scratch", "--runs",
+                                                "{output}/runs"]),
     "t5_objectives": (("t5",), ["--smoke", "--output", "{output}"]),
     # the program end to end with a bert_tiny teacher on 10 articles, a 2-step pretraining beside (the default
     # teacher, all-MiniLM-L6-v2, is a 22M-parameter fine-tuning: examples/results/task_distillation.md)

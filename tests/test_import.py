@@ -24,16 +24,21 @@ def run_python(code, *args):
 
 
 @pytest.mark.skipif(BACKEND == "tensorflow", reason="the TensorFlow backend needs TensorFlow")
-def test_import_and_use_without_tensorflow():
+def test_import_and_use_without_tensorflow_then_start_it_quietly_for_text():
     result = run_python(
         "import sys, numpy as np, kbert\n"
         "model = kbert.models.bert_tiny()\n"
         "model({'token_ids': np.ones((1, 4), 'int32'), 'segment_ids': np.zeros((1, 4), 'int32'),"
         " 'padding_mask': np.ones((1, 4), 'int32')})\n"
         "print('tensorflow' in sys.modules)\n"
+        # The first TensorFlow work (a vocabulary) starts it: on the host only, its device probing kept quiet.
+        "kbert.text.learn_word_piece_vocabulary(['a few words', 'a few more words'], 40)\n"
+        "import tensorflow as tf\n"
+        "print([device.device_type for device in tf.config.get_visible_devices()])\n"
     )
     assert result.returncode == 0, result.stderr
-    assert result.stdout.strip() == "False"
+    assert result.stdout.split() == ["False", "['CPU']"]
+    assert "oneDNN" not in result.stderr and "cuda" not in result.stderr.lower(), result.stderr
 
 
 def test_python_dash_m_kbert_runs_quietly():

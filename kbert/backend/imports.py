@@ -1,12 +1,14 @@
 """Importing frameworks quietly and lazily, seeding them, and tracing `tf.data` functions as written.
 
 TensorFlow is imported only where its work is done: under JAX or PyTorch
-`import kbert` must not load it (`tests/test_import.py`).
+`import kbert` must not load it (`tests/test_import.py`), and what loads it
+there starts it without the GPUs.
 """
 
 import contextlib
 import importlib
 import os
+import sys
 
 
 @contextlib.contextmanager
@@ -23,17 +25,44 @@ def _stderr_silenced():
         os.close(devnull)
 
 
+def _start_data_only_tensorflow(tf, backend):
+    """Under a JAX or PyTorch Keras (`backend`), start TensorFlow (`tf`) on the host alone.
+
+    There TensorFlow only feeds data (`tf.data`, tensorflow-text): hidden from
+    the GPUs before it starts, it reserves none of their memory, which the
+    training backend needs; started in the silence, its device probing (CUDA)
+    writes nothing to the console. A TensorFlow started already keeps its devices.
+    """
+    if backend == "tensorflow":
+        return
+    if tf.config.get_visible_devices("GPU"):  # none on a host without GPUs
+        with contextlib.suppress(RuntimeError):  # RuntimeError: started already, its devices set up
+            tf.config.set_visible_devices([], "GPU")
+    tf.config.list_logical_devices()
+
+
+@contextlib.contextmanager
+def _quietly():
+    """File descriptor 2 silenced; a TensorFlow first imported inside is started there
+    (`_start_data_only_tensorflow`)."""
+    imported = "tensorflow" in sys.modules
+    with _stderr_silenced():
+        yield
+        if not imported and "tensorflow" in sys.modules and "keras" in sys.modules:
+            _start_data_only_tensorflow(sys.modules["tensorflow"], sys.modules["keras"].backend.backend())
+
+
 def quiet_import(module_name):
     """Import a module with its native start-up logging kept off the console.
 
     TensorFlow writes start-up lines (oneDNN, CUDA probing) from C++ before its
     log level applies; they are noise to a kbert user. Python errors still
-    propagate.
+    propagate. Under JAX or PyTorch the TensorFlow it imports sees no GPU.
 
     >>> quiet_import("json").__name__
     'json'
     """
-    with _stderr_silenced():
+    with _quietly():
         return importlib.import_module(module_name)
 
 
@@ -44,7 +73,7 @@ def set_random_seed(seed):
     """
     import keras
 
-    with _stderr_silenced():
+    with _quietly():
         keras.utils.set_random_seed(seed)
 
 

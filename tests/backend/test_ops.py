@@ -1,5 +1,6 @@
 import os
 import sys
+import types
 
 import keras
 import numpy as np
@@ -7,7 +8,7 @@ import pytest
 from helpers import BACKEND, compile_with_xla, to_numpy
 
 from kbert.backend import fast_paths
-from kbert.backend.imports import quiet_import
+from kbert.backend.imports import _start_data_only_tensorflow, quiet_import
 from kbert.backend.ops import (
     dense,
     dtype_name,
@@ -121,6 +122,36 @@ def numpy_attention(query, key, value, mask, scale):
 
 
 @pytest.mark.fast_paths_both_ways
+class _TensorFlowConfig:
+    """`tf.config`'s device calls as TensorFlow answers them, with one GPU."""
+
+    def __init__(self, started):
+        self.visible, self.started = {"GPU": ["GPU:0"], "CPU": ["CPU:0"]}, started
+
+    def get_visible_devices(self, device_type):
+        return self.visible[device_type]
+
+    def set_visible_devices(self, devices, device_type):
+        if self.started:
+            raise RuntimeError("Visible devices cannot be modified after being initialized")
+        self.visible[device_type] = devices
+
+    def list_logical_devices(self):
+        self.started = True
+
+
+@pytest.mark.backend_independent
+@pytest.mark.parametrize("backend, started, gpus", [("jax", False, []), ("torch", False, []),
+                                                     ("tensorflow", False, ["GPU:0"]), ("jax", True, ["GPU:0"])])
+def test_tensorflow_that_only_feeds_data_starts_without_the_gpus(backend, started, gpus):
+    """Under JAX or PyTorch kbert starts the TensorFlow it imports with no GPU; the TensorFlow backend keeps them,
+    and one started elsewhere keeps its devices."""
+    tf = types.SimpleNamespace(config=_TensorFlowConfig(started))
+    _start_data_only_tensorflow(tf, backend)
+    assert tf.config.get_visible_devices("GPU") == gpus
+    assert tf.config.started == (backend != "tensorflow" or started)
+
+
 def test_fused_attention_matches_numpy():
     """Masked softmax attention against NumPy, atol 1e-5 (float32), in Keras' head layout."""
     rng = np.random.default_rng(0)
