@@ -2,7 +2,7 @@
 
 TensorFlow is imported only where its work is done: under JAX or PyTorch
 `import kbert` must not load it (`tests/test_import.py`), and what loads it
-there starts it without the GPUs.
+there starts it on the CPU alone.
 """
 
 import contextlib
@@ -29,15 +29,17 @@ def _start_data_only_tensorflow(tf, backend):
     """Under a JAX or PyTorch Keras (`backend`), start TensorFlow (`tf`) on the host alone.
 
     There TensorFlow only feeds data (`tf.data`, tensorflow-text): hidden from
-    the GPUs before it starts, it reserves none of their memory, which the
-    training backend needs; started in the silence, its device probing (CUDA)
-    writes nothing to the console. A TensorFlow started already keeps its devices.
+    the accelerators (GPUs, TPUs) before it starts, it reserves none of their
+    memory, which the training backend needs; started in the silence, its
+    device probing (CUDA) writes nothing to the console. A TensorFlow started
+    already keeps its devices.
     """
     if backend == "tensorflow":
         return
-    if tf.config.get_visible_devices("GPU"):  # none on a host without GPUs
+    host = tf.config.get_visible_devices("CPU")
+    if len(tf.config.get_visible_devices()) > len(host):  # an accelerator is visible
         with contextlib.suppress(RuntimeError):  # RuntimeError: started already, its devices set up
-            tf.config.set_visible_devices([], "GPU")
+            tf.config.set_visible_devices(host)
     tf.config.list_logical_devices()
 
 
@@ -57,7 +59,7 @@ def quiet_import(module_name):
 
     TensorFlow writes start-up lines (oneDNN, CUDA probing) from C++ before its
     log level applies; they are noise to a kbert user. Python errors still
-    propagate. Under JAX or PyTorch the TensorFlow it imports sees no GPU.
+    propagate. Under JAX or PyTorch the TensorFlow it imports sees the CPU alone.
 
     >>> quiet_import("json").__name__
     'json'

@@ -123,32 +123,34 @@ def numpy_attention(query, key, value, mask, scale):
 
 @pytest.mark.fast_paths_both_ways
 class _TensorFlowConfig:
-    """`tf.config`'s device calls as TensorFlow answers them, with one GPU."""
+    """`tf.config`'s device calls as TensorFlow answers them, on a host with a CPU and a GPU."""
 
     def __init__(self, started):
-        self.visible, self.started = {"GPU": ["GPU:0"], "CPU": ["CPU:0"]}, started
+        self.visible, self.started = ["CPU:0", "GPU:0"], started
 
-    def get_visible_devices(self, device_type):
-        return self.visible[device_type]
+    def get_visible_devices(self, device_type=None):
+        return [device for device in self.visible if device_type in (None, device.split(":")[0])]
 
-    def set_visible_devices(self, devices, device_type):
+    def set_visible_devices(self, devices, device_type=None):
         if self.started:
             raise RuntimeError("Visible devices cannot be modified after being initialized")
-        self.visible[device_type] = devices
+        self.visible = [device for device in self.visible if device_type not in (None, device.split(":")[0])]
+        self.visible += devices
 
     def list_logical_devices(self):
         self.started = True
 
 
 @pytest.mark.backend_independent
-@pytest.mark.parametrize("backend, started, gpus", [("jax", False, []), ("torch", False, []),
-                                                     ("tensorflow", False, ["GPU:0"]), ("jax", True, ["GPU:0"])])
-def test_tensorflow_that_only_feeds_data_starts_without_the_gpus(backend, started, gpus):
-    """Under JAX or PyTorch kbert starts the TensorFlow it imports with no GPU; the TensorFlow backend keeps them,
-    and one started elsewhere keeps its devices."""
+@pytest.mark.parametrize("backend, started, visible", [
+    ("jax", False, ["CPU:0"]), ("torch", False, ["CPU:0"]), ("tensorflow", False, ["CPU:0", "GPU:0"]),
+    ("jax", True, ["CPU:0", "GPU:0"])])
+def test_tensorflow_that_only_feeds_data_starts_on_the_host_alone(backend, started, visible):
+    """Under JAX or PyTorch kbert starts the TensorFlow it imports with the CPU only; the TensorFlow backend keeps
+    the GPU, and a TensorFlow started elsewhere keeps its devices."""
     tf = types.SimpleNamespace(config=_TensorFlowConfig(started))
     _start_data_only_tensorflow(tf, backend)
-    assert tf.config.get_visible_devices("GPU") == gpus
+    assert tf.config.get_visible_devices() == visible
     assert tf.config.started == (backend != "tensorflow" or started)
 
 
