@@ -51,11 +51,16 @@ objectives beat MLM (Wang et al. 2020; Yang et al. 2019): "holds" or "does
 not hold" where the difference of the means exceeds twice its standard error
 over the seeds, else "cannot tell at this budget"; with the margin.
 
-Each run's scores are written to `--runs FOLDER/<row>/<seed>/row.json` as it
-ends, and read back instead of rerun: a stopped comparison resumes, and
-processes that share the folder (`--only` some rows each, for example one per
-core under `taskset`) give one table when the script runs once more without
-`--only`. A folder of runs made with other arguments is refused.
+Each run keeps its pretrained encoder in `--runs FOLDER/<row>/<seed>/`
+(`pretrained.weights.h5` and `pretrained.json`) and its scores in `row.json`
+there, with the fine-tuning arguments they were made with. Both are read back
+instead of rerun: a stopped comparison resumes; processes that share the
+folder (`--only` some rows each, for example one per core under `taskset`)
+give one table when the script runs once more without `--only`; and another
+fine-tuning recipe (`FINE_TUNING_ARGUMENTS`) reuses the pretrained encoders,
+so the budget's calibration (MLM against from scratch) can try recipes
+without pretraining again. A folder pretrained with other arguments is
+refused.
 """
 
 import argparse
@@ -105,8 +110,11 @@ VERDICTS = {
     "XLNet's gains (BBC accuracy)": ("plm", "mlm", "accuracy", True),
 }
 SPAN_TAGS = ("B-NAME", "I-NAME", "O")
-# what `--runs`' arguments file leaves out: which rows, seeds and files a process takes
+# what `--runs`' arguments file leaves out: which rows, seeds and files a process takes, and the fine-tuning
+# recipe (each row.json records its own)
 RESULT_INDEPENDENT_ARGUMENTS = ("only", "seeds", "runs", "output")
+FINE_TUNING_ARGUMENTS = ("bbc_train", "bbc_validation", "tag_train", "tag_test", "task_epochs", "task_length",
+                         "task_learning_rate")
 SBO_POSITION_DIM = 200  # `SpanBertPretrainer`'s offset table width
 
 
@@ -221,12 +229,15 @@ def mlm_budget(tokenizer, train_documents, held_out_documents, args):
 
 
 def fine_tune(task, backbone, tokenizer, data, output, args, seed):
-    """The jobs' `finetune` of a copy of `backbone` (the other task starts from the same weights)."""
+    """The jobs' `finetune` of a copy of `backbone` (the other task starts from the same weights).
+
+    `output` is overwritten: `row.json` records a finished run, a stopped fine-tuning restarts.
+    """
     copy = type(backbone).from_config(backbone.get_config())
     copy.set_weights(backbone.get_weights())
     return finetune(task, copy, tokenizer, *data, output, epochs=args.task_epochs, batch_size=args.batch_size,
                     learning_rate=args.task_learning_rate, sequence_length=args.task_length, seed=seed,
-                    log=lambda line: None)
+                    overwrite=True, log=lambda line: None)
 
 
 def held_out_accuracy(report):
@@ -322,7 +333,8 @@ def parse_arguments():
 def runs_folder(args):
     """`--runs` (or a new temporary folder), with the arguments its runs were made with: written, or checked."""
     folder = args.runs or tempfile.mkdtemp(prefix="objectives_compared_")
-    arguments = {name: value for name, value in vars(args).items() if name not in RESULT_INDEPENDENT_ARGUMENTS}
+    arguments = {name: value for name, value in vars(args).items()
+                 if name not in (*RESULT_INDEPENDENT_ARGUMENTS, *FINE_TUNING_ARGUMENTS)}
     path = os.path.join(folder, "arguments.json")
     if not os.path.exists(path):
         os.makedirs(folder, exist_ok=True)
@@ -334,36 +346,64 @@ def runs_folder(args):
     changed = [f"--{name.replace('_', '-')} {saved.get(name)}, not {value}" for name, value in arguments.items()
                if saved.get(name) != value]
     if changed:
-        raise SystemExit(f"--runs {folder} holds runs made with other arguments ({'; '.join(changed)}); "
+        raise SystemExit(f"--runs {folder} holds runs pretrained with other arguments ({'; '.join(changed)}); "
                          "give another folder.")
     return folder
+
+
+def _read_json(path):
+    with open(path) as file:
+        return json.load(file)
+
+
+def _write_json(path, value):
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path, "w") as file:
+        json.dump(value, file, default=float)
+
+
+def pretrained(objective, seed, tokenizer, train_documents, held_out, output, args):
+    """`(backbone, {steps, flops, lm, minutes})`: the row's pretrained encoder, read from `output` when there.
+
+    From scratch: a fresh bert_tiny drawn from `seed`, no steps.
+    """
+    keras.utils.set_random_seed(seed)
+    if objective == SCRATCH:
+        return OBJECTIVES["mlm"].model("bert_tiny", tokenizer), dict(steps=0, flops=0, lm=float("nan"), minutes=0.0)
+    weights, record = os.path.join(output, "pretrained.weights.h5"), os.path.join(output, "pretrained.json")
+    if os.path.exists(record):
+        backbone = OBJECTIVES[objective].model(ROWS[objective][1], tokenizer)
+        backbone.load_weights(weights)
+        return backbone, _read_json(record)
+    start = time.perf_counter()
+    backbone, report, steps, flops = pretrain(objective, tokenizer, train_documents, held_out, args, seed)
+    summary = dict(steps=steps, flops=flops, lm=held_out_accuracy(report),
+                   minutes=(time.perf_counter() - start) / 60)
+    os.makedirs(output, exist_ok=True)
+    backbone.save_weights(weights)
+    _write_json(record, summary)
+    return backbone, summary
 
 
 def run(objective, seed, tokenizer, train_documents, held_out, bbc, spans, output, args):
     """One row's run with `seed`: pretrained (from scratch: a fresh bert_tiny) then fine-tuned on both tasks.
 
-    Its scores are saved to `output/row.json`, and read from there when an earlier run wrote them.
+    Its scores are saved to `output/row.json` with the fine-tuning arguments,
+    and read from there when an earlier run with the same ones wrote them.
     """
     path = os.path.join(output, "row.json")
-    if os.path.exists(path):
-        with open(path) as file:
-            return json.load(file)
+    recipe = {name: getattr(args, name) for name in FINE_TUNING_ARGUMENTS}
+    if os.path.exists(path) and _read_json(path).get("fine_tuning") == recipe:
+        return _read_json(path)
+    backbone, row = pretrained(objective, seed, tokenizer, train_documents, held_out, output, args)
     start = time.perf_counter()
-    if objective == SCRATCH:
-        keras.utils.set_random_seed(seed)
-        backbone, steps, flops = OBJECTIVES["mlm"].model("bert_tiny", tokenizer), 0, 0
-        report = {"held_out_accuracy": float("nan")}  # no pretraining objective
-    else:
-        backbone, report, steps, flops = pretrain(objective, tokenizer, train_documents, held_out, args, seed)
     topics = fine_tune("classify", backbone, tokenizer, bbc, os.path.join(output, "bbc"), args, seed)
     tagging = fine_tune("tag", backbone, tokenizer, spans, os.path.join(output, "tag"), args, seed)
-    row = dict(steps=steps, flops=flops, lm=held_out_accuracy(report), accuracy=topics["accuracy"],
-               macro_f1=topics["macro_f1"], span_f1=tagging["f1"], minutes=(time.perf_counter() - start) / 60)
-    print(f"{objective} seed {seed}: {steps} steps, {flops / 1e12:.3f} TFLOPs, BBC accuracy "
+    row = dict(row, accuracy=topics["accuracy"], macro_f1=topics["macro_f1"], span_f1=tagging["f1"],
+               minutes=row["minutes"] + (time.perf_counter() - start) / 60, fine_tuning=recipe)
+    print(f"{objective} seed {seed}: {row['steps']} steps, {row['flops'] / 1e12:.3f} TFLOPs, BBC accuracy "
           f"{topics['accuracy']:.3f}, span F1 {tagging['f1']:.3f} ({row['minutes']:.1f} min)", flush=True)
-    os.makedirs(output, exist_ok=True)
-    with open(path, "w") as file:
-        json.dump(row, file, default=float)
+    _write_json(path, row)
     return row
 
 
