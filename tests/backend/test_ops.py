@@ -121,7 +121,6 @@ def numpy_attention(query, key, value, mask, scale):
     return np.einsum("bnqk,bknh->bqnh", probabilities, value)
 
 
-@pytest.mark.fast_paths_both_ways
 class _TensorFlowConfig:
     """`tf.config`'s device calls as TensorFlow answers them, on a host with a CPU and a GPU."""
 
@@ -154,6 +153,7 @@ def test_tensorflow_that_only_feeds_data_starts_on_the_host_alone(backend, start
     assert tf.config.started == (backend != "tensorflow" or started)
 
 
+@pytest.mark.fast_paths_both_ways
 def test_fused_attention_matches_numpy():
     """Masked softmax attention against NumPy, atol 1e-5 (float32), in Keras' head layout."""
     rng = np.random.default_rng(0)
