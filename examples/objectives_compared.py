@@ -328,7 +328,8 @@ def parse_arguments():
     parser.add_argument("--seed", type=int, default=0, help="the data's seed, and the first run's")
     parser.add_argument("--seeds", type=int, default=3, help="runs per row, seeds --seed, --seed + 1, ...")
     parser.add_argument("--only", nargs="+", choices=[*ROWS, SCRATCH], help="run only these rows")
-    parser.add_argument("--runs", help="folder of the runs' scores, read back when there (default: a new one)")
+    parser.add_argument("--runs", help="folder of the runs' pretrained encoders and scores, read back when there "
+                        "(default: a new one)")
     parser.add_argument("--output", help="also write the table to this file")
     parser.add_argument("--smoke", action="store_true", help="tiny sizes: check that the script runs")
     args = parser.parse_args()
