@@ -54,7 +54,8 @@ et al. 2020), NSP does not help (Liu et al. 2019, RoBERTa), span masking
 helps span tasks (Joshi et al. 2020, SpanBERT), StructBERT's and XLNet's
 objectives beat MLM (Wang et al. 2020; Yang et al. 2019): "holds" or "does
 not hold" where the difference of the means exceeds twice its standard error
-over the seeds, else "cannot tell at this budget"; with the margin.
+over the seeds, else "cannot tell at this budget"; with the margin. A claim
+read on a task where MLM does not beat from scratch cannot tell either.
 
 Each run keeps its pretrained encoder in `--runs FOLDER/<row>/<seed>/`
 (`pretrained.weights.h5` and `pretrained.json`) and its scores in `row.json`
@@ -115,6 +116,7 @@ VERDICTS = {
     "StructBERT's gains (BBC accuracy)": ("structbert", "mlm", "accuracy", True),
     "XLNet's gains (BBC accuracy)": ("plm", "mlm", "accuracy", True),
 }
+SCORES = {"accuracy": "BBC accuracy", "span_f1": "span F1"}
 SPAN_TAGS = ("B-NAME", "I-NAME", "O")
 # what `--runs`' arguments file leaves out: which rows, seeds and files a process takes, and the fine-tuning
 # recipe (each row.json records its own)
@@ -283,28 +285,42 @@ def table(results, args):
     return "\n".join(lines + ["", *verdicts(results)])
 
 
+def _compare(results, row, other, score, higher):
+    """`(answer, margin, standard error)` of the claim that `row` scores higher (`higher`) or not than `other`."""
+    a, b = ([run[score] for run in results[name]] for name in (row, other))
+    margin = float(np.mean(a) - np.mean(b))
+    error = float(np.sqrt(np.var(a) / len(a) + np.var(b) / len(b)))
+    if abs(margin) <= 2 * error or margin == 0:
+        return "cannot tell at this budget", margin, error
+    return ("holds" if (margin > 0) == higher else "does not hold"), margin, error
+
+
 def verdicts(results):
     """One line per claim of `VERDICTS` whose rows and score ran: holds, does not hold, or cannot tell, with the margin.
 
     The margin is the difference of the means; it tells where it exceeds twice
-    its standard error over the seeds (`std/√n` of each row, combined).
+    its standard error over the seeds (`std/√n` of each row, combined). A
+    claim against MLM on a score where MLM does not beat from scratch cannot
+    tell: that task does not show what pretraining brings at this budget.
 
     >>> runs = {"mlm": [{"accuracy": a} for a in (0.5, 0.52)], "scratch": [{"accuracy": a} for a in (0.3, 0.31)]}
     >>> verdicts(runs)[0]  # doctest: +NORMALIZE_WHITESPACE
     '- MLM pretraining beats from scratch (BBC accuracy: the budget can tell): holds
        (margin +0.205 ± 0.008 standard error)'
+    >>> runs = {name: [{"span_f1": f} for f in scores]
+    ...         for name, scores in (("mlm", (0.5, 0.52)), ("scratch", (0.5, 0.53)), ("span", (0.7, 0.72)))}
+    >>> verdicts(runs)[-1]  # doctest: +NORMALIZE_WHITESPACE
+    '- span masking helps span tasks (span F1): cannot tell at this budget (MLM does not beat from scratch on
+       span F1; the margin alone: holds) (margin +0.200 ± 0.010 standard error)'
     """
     lines = []
     for claim, (row, other, score, higher) in VERDICTS.items():
         if row not in results or other not in results or score not in results[row][0]:
             continue
-        a, b = ([run[score] for run in results[name]] for name in (row, other))
-        margin = np.mean(a) - np.mean(b)
-        error = float(np.sqrt(np.var(a) / len(a) + np.var(b) / len(b)))
-        if abs(margin) <= 2 * error or margin == 0:
-            answer = "cannot tell at this budget"
-        else:
-            answer = "holds" if (margin > 0) == higher else "does not hold"
+        answer, margin, error = _compare(results, row, other, score, higher)
+        if other == "mlm" and SCRATCH in results and _compare(results, "mlm", SCRATCH, score, True)[0] != "holds":
+            alone = "" if answer.startswith("cannot") else f"; the margin alone: {answer}"
+            answer = f"cannot tell at this budget (MLM does not beat from scratch on {SCORES[score]}{alone})"
         lines.append(f"- {claim}: {answer} (margin {margin:+.3f} ± {error:.3f} standard error)")
     return lines
 
