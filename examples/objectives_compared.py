@@ -43,7 +43,7 @@ A row more, "from scratch", fine-tunes the same bert_tiny from random
 initialisation: the budget tells the objectives apart only where MLM beats it
 clearly, and the first two verdicts say whether it does on each task. The
 default fine-tuning is few-shot (200 BBC training articles, 200 tagging
-sentences, 10 epochs), where what the encoder brings shows: on all 1,780
+sentences, 10 epochs), where what the encoder brings shows: on all 1,781
 articles over the demo's 3 epochs, from scratch reaches 0.95, above every
 pretrained row of this budget (examples/results/objectives_compared.md).
 Every row runs `--seeds` seeds (the pretraining, and both fine-tunes; the
@@ -356,27 +356,6 @@ def parse_arguments():
     return args
 
 
-def runs_folder(args):
-    """`--runs` (or a new temporary folder), with the arguments its runs were made with: written, or checked."""
-    folder = args.runs or tempfile.mkdtemp(prefix="objectives_compared_")
-    arguments = {name: value for name, value in vars(args).items()
-                 if name not in (*RESULT_INDEPENDENT_ARGUMENTS, *FINE_TUNING_ARGUMENTS)}
-    path = os.path.join(folder, "arguments.json")
-    if not os.path.exists(path):
-        os.makedirs(folder, exist_ok=True)
-        with open(path, "w") as file:
-            json.dump(arguments, file, indent=2)
-        return folder
-    with open(path) as file:
-        saved = json.load(file)
-    changed = [f"--{name.replace('_', '-')} {saved.get(name)}, not {value}" for name, value in arguments.items()
-               if saved.get(name) != value]
-    if changed:
-        raise SystemExit(f"--runs {folder} holds runs pretrained with other arguments ({'; '.join(changed)}); "
-                         "give another folder.")
-    return folder
-
-
 def _read_json(path):
     with open(path) as file:
         return json.load(file)
@@ -386,6 +365,24 @@ def _write_json(path, value):
     os.makedirs(os.path.dirname(path), exist_ok=True)
     with open(path, "w") as file:
         json.dump(value, file, default=float)
+
+
+def runs_folder(args):
+    """`--runs` (or a new temporary folder), with the arguments its runs were made with: written, or checked."""
+    folder = args.runs or tempfile.mkdtemp(prefix="objectives_compared_")
+    arguments = {name: value for name, value in vars(args).items()
+                 if name not in (*RESULT_INDEPENDENT_ARGUMENTS, *FINE_TUNING_ARGUMENTS)}
+    path = os.path.join(folder, "arguments.json")
+    if not os.path.exists(path):
+        _write_json(path, arguments)
+        return folder
+    saved = _read_json(path)
+    changed = [f"--{name.replace('_', '-')} {saved.get(name)}, not {value}" for name, value in arguments.items()
+               if saved.get(name) != value]
+    if changed:
+        raise SystemExit(f"--runs {folder} holds runs pretrained with other arguments ({'; '.join(changed)}); "
+                         "give another folder.")
+    return folder
 
 
 def pretrained(objective, seed, tokenizer, train_documents, held_out, output, args):
@@ -419,8 +416,9 @@ def run(objective, seed, tokenizer, train_documents, held_out, bbc, spans, outpu
     """
     path = os.path.join(output, "row.json")
     recipe = {name: getattr(args, name) for name in FINE_TUNING_ARGUMENTS}
-    if os.path.exists(path) and _read_json(path).get("fine_tuning") == recipe:
-        return _read_json(path)
+    row = _read_json(path) if os.path.exists(path) else {}
+    if row.get("fine_tuning") == recipe:
+        return row
     backbone, row = pretrained(objective, seed, tokenizer, train_documents, held_out, output, args)
     start = time.perf_counter()
     topics = fine_tune("classify", backbone, tokenizer, bbc, os.path.join(output, "bbc"), args, seed)
